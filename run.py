@@ -1,0 +1,22 @@
+"""linkbench's entrypoint: `python run.py [group=option ...]`, or `-m` for a sweep.
+
+Each Hydra job starts its own world of DDP worker processes and returns its global
+samples/s, so Hydra's sweepers can optimise it. Everything else lives in src/linkbench.
+"""
+
+import hydra
+from omegaconf import DictConfig
+
+from linkbench.app import run_job
+from linkbench.schema import register_schema
+
+register_schema()
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> float:
+    return run_job(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Where a rank's batches come from: synthetic tensors or a real torchvision data set.
+
+``synthetic`` makes one batch on the device and yields it every step, so no input pipeline
+is in the measurement. The others go through a DataLoader with a DistributedSampler
+(``set_epoch`` every epoch), pinned memory on GPU and non-blocking copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass
+class Batches:
+    """An endless stream of (inputs, targets) on the rank's device."""
+
+    stream: Iterator[Batch]
+    num_classes: int
+
+
+def _synthetic(config: dict[str, Any], batch: int, device: torch.device, seed: int) -> Batches:
+    model, data = config["model"], config["data"]
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    if model["input"] == "tokens":
+        tokens = torch.randint(model["vocab_size"], (batch, model["seq_len"] + 1), generator=generator)
+        tokens = tokens.to(device)
+        fixed = (tokens[:, :-1], tokens[:, 1:])
+        num_classes = model["vocab_size"]
+    else:
+        size = data["image_size"]
+        images = torch.randn(batch, 3, size, size, generator=generator).to(device)
+        if model["channels_last"] and device.type == "cuda":
+            images = images.contiguous(memory_format=torch.channels_last)
+        labels = torch.randint(data["num_classes"], (batch,), generator=generator).to(device)
+        fixed = (images, labels)
+        num_classes = data["num_classes"]
+
+    def forever() -> Iterator[Batch]:
+        while True:
+            yield fixed
+
+    return Batches(forever(), num_classes)
+
+
+def _dataset(data: dict[str, Any], local_rank: int) -> Any:
+    from torchvision import datasets
+    from torchvision import transforms as T
+
+    size = data["image_size"]
+    normalize = T.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+    if data["name"] == "fake":
+        return datasets.FakeData(
+            size=data["size"],
+            image_size=(3, size, size),
+            num_classes=data["num_classes"],
+            transform=T.ToTensor(),
+        )
+    root = Path(data["root"]).expanduser()
+    if data["name"] == "imagefolder":
+        if (root / "train").is_dir():
+            root = root / "train"
+        augment = [T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(), normalize]
+        return datasets.ImageFolder(str(root), transform=T.Compose(augment))
+    augment = [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()]
+    if size != 32:
+        augment.append(T.Resize(size, antialias=True))
+    transform = T.Compose([*augment, T.ToTensor(), normalize])
+    if data["download"] and local_rank == 0:
+        datasets.CIFAR10(str(root), train=True, download=True)
+    if data["download"]:
+        dist.barrier()
+    return datasets.CIFAR10(str(root), train=True, download=False, transform=transform)
+
+
+def _loader(
+    config: dict[str, Any], batch: int, device: torch.device, rank: int, world: int, local_rank: int
+) -> Batches:
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    data = config["data"]
+    dataset = _dataset(data, local_rank)
+    sampler = DistributedSampler(
+        dataset, num_replicas=world, rank=rank, shuffle=True, seed=config["seed"], drop_last=True
+    )
+    workers = data["num_workers"]
+    loader = DataLoader(
+        dataset,
+        batch_size=batch,
+        sampler=sampler,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+        drop_last=True,
+        persistent_workers=workers > 0,
+    )
+    if len(loader) == 0:
+        raise ValueError(
+            f"data={data['name']} gives each of {world} ranks {len(sampler)} samples, fewer than "
+            f"one batch of {batch}; use more data or a smaller batch."
+        )
+    channels_last = config["model"]["channels_last"] and device.type == "cuda"
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+
+    def forever() -> Iterator[Batch]:
+        epoch = 0
+        while True:
+            sampler.set_epoch(epoch)
+            for images, labels in loader:
+                yield (
+                    images.to(device, non_blocking=True, memory_format=memory_format),
+                    labels.to(device, non_blocking=True),
+                )
+            epoch += 1
+
+    classes = getattr(dataset, "classes", None)
+    return Batches(forever(), len(classes) if classes else data["num_classes"])
+
+
+def make_batches(
+    config: dict[str, Any], batch: int, device: torch.device, rank: int, world: int, local_rank: int
+) -> Batches:
+    """The batches this rank trains on; synthetic data differs between ranks by seed."""
+    if config["data"]["name"] == "synthetic":
+        return _synthetic(config, batch, device, seed=config["seed"] * 1000 + rank)
+    return _loader(config, batch, device, rank, world, local_rank)

@@ -1,0 +1,86 @@
+"""Starting a job's world of worker processes with PyTorch's elastic launcher.
+
+Every Hydra job gets its own fresh world: ``nproc_per_node`` processes started with the spawn
+method, a c10d rendezvous on localhost with a free port, no restarts. The command line is
+never re-run per rank. Each rank's stdout and stderr go to ``<job>/logs/rank<N>.std{out,err}.log``;
+rank 0's are also shown on the console.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from torch.distributed.elastic.multiprocessing import Std
+from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+from linkbench.plan import JobPlan
+from linkbench.worker import worker_main
+
+LOG_DIR = "logs"
+
+
+class JobLogsSpecs(LogsSpecs):
+    """Flat per-rank log files in one folder; rank 0 teed to the console."""
+
+    def __init__(self, log_dir: Path, console_rank: int = 0) -> None:
+        super().__init__(str(log_dir), redirects=Std.ALL, tee={console_rank: Std.ALL})
+        self.log_dir = log_dir
+        self.console_rank = console_rank
+
+    @property
+    def root_log_dir(self) -> str:
+        return str(self.log_dir)
+
+    def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        ranks = range(len(envs))
+        stdouts = {r: str(self.log_dir / f"rank{r}.stdout.log") for r in ranks}
+        stderrs = {r: str(self.log_dir / f"rank{r}.stderr.log") for r in ranks}
+        errors = {r: str(self.log_dir / f"rank{r}.error.json") for r in ranks}
+        for r in ranks:
+            envs[r]["TORCHELASTIC_ERROR_FILE"] = errors[r]
+            Path(errors[r]).unlink(missing_ok=True)
+        shown = {r for r in ranks if r == self.console_rank}
+        return LogsDest(
+            stdouts=stdouts,
+            stderrs=stderrs,
+            tee_stdouts={r: stdouts[r] for r in shown},
+            tee_stderrs={r: stderrs[r] for r in shown},
+            error_files=errors,
+            filtered_stdout=os.devnull,
+            filtered_stderr=os.devnull,
+        )
+
+
+def launch(plan: JobPlan) -> dict[int, Any]:
+    """Run :func:`worker_main` on every rank; returns {rank: return value}.
+
+    Raises ``ChildFailedError`` when a worker fails; the launcher then stops the others.
+    """
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.WARNING)
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=plan.nproc_per_node,
+        run_id=f"linkbench-{uuid.uuid4().hex[:8]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.5,
+        start_method="spawn",
+        log_line_prefix_template="[rank${rank}] ",
+        logs_specs=JobLogsSpecs(Path(plan.job_dir) / LOG_DIR),
+    )
+    saved = dict(os.environ)
+    try:
+        return elastic_launch(config, worker_main)(plan)
+    finally:
+        # The launcher writes TORCHELASTIC_* variables into this process; the next job of a
+        # sweep must start from the environment this one started from.
+        os.environ.clear()
+        os.environ.update(saved)

@@ -1,0 +1,220 @@
+"""From a composed config to a checked, resolved job plan.
+
+:func:`make_plan` runs in the launching process before any worker starts. It resolves
+``auto`` choices against the machine, derives the global batch and the scaled learning rate,
+and turns every impossible combination into a :class:`~linkbench.errors.ConfigError` whose
+one sentence names the key and the fix. The plan is a plain, picklable value handed to every
+worker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from linkbench.errors import ConfigError
+from linkbench.interconnect import EnvPlan, plan_env
+from linkbench.scaling import scaled_lr
+from linkbench.schema import Config
+
+CPU_DEFAULT_DEVICES = 2
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the launching process can see."""
+
+    cuda_devices: int
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def current(cls) -> Machine:
+        import torch
+
+        return cls(cuda_devices=torch.cuda.device_count(), environ=dict(os.environ))
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Everything a worker needs; ``config`` is the resolved job config as plain data."""
+
+    config: dict[str, Any]
+    overrides: list[str]
+    job_dir: str
+    backend: str
+    device_type: str
+    nproc_per_node: int
+    precision: str
+    global_batch: int
+    lr: float
+    env: EnvPlan
+    notes: list[str]
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _check_ranges(cfg: DictConfig) -> None:
+    _require(cfg.batch > 0, f"batch={cfg.batch} must be a positive per-device batch; e.g. batch=32.")
+    _require(cfg.steps > 0, f"steps={cfg.steps} must be positive; e.g. steps=100.")
+    _require(
+        0 <= cfg.warmup_steps < cfg.steps,
+        f"warmup_steps={cfg.warmup_steps} must be at least 0 and below steps={cfg.steps}, "
+        "or no step is timed; lower warmup_steps or raise steps.",
+    )
+    _require(cfg.log_every > 0, f"log_every={cfg.log_every} must be positive; e.g. log_every=10.")
+    _require(cfg.base_lr > 0, f"base_lr={cfg.base_lr} must be positive.")
+    s = cfg.scaling
+    _require(s.reference_batch > 0, f"scaling.reference_batch={s.reference_batch} must be positive.")
+    _require(s.lr_warmup_steps >= 0, f"scaling.lr_warmup_steps={s.lr_warmup_steps} must be >= 0.")
+    d = cfg.ddp
+    _require(d.bucket_cap_mb > 0, f"ddp.bucket_cap_mb={d.bucket_cap_mb} must be positive.")
+    _require(d.powersgd_rank > 0, f"ddp.powersgd_rank={d.powersgd_rank} must be positive.")
+
+
+def _check_model(cfg: DictConfig) -> None:
+    m = cfg.model
+    if m.input == "tokens":
+        _require(
+            m.d_model % m.n_head == 0,
+            f"model.d_model={m.d_model} must be a multiple of model.n_head={m.n_head}.",
+        )
+        for key in ("vocab_size", "seq_len", "n_layer", "n_head"):
+            _require(m[key] > 0, f"model.{key}={m[key]} must be positive.")
+        _require(
+            cfg.data.name == "synthetic",
+            f"model={m.name} trains on tokens and data={cfg.data.name} holds images; "
+            "use data=synthetic.",
+        )
+        return
+    _require(cfg.data.image_size > 0, f"data.image_size={cfg.data.image_size} must be positive.")
+    if m.name == "vit_b_16":
+        _require(
+            cfg.data.image_size % 16 == 0,
+            f"data.image_size={cfg.data.image_size} must be a multiple of 16 for model=vit_b_16.",
+        )
+
+
+def _check_data(cfg: DictConfig, global_batch: int) -> None:
+    d = cfg.data
+    if d.name == "fake":
+        _require(
+            d.size >= global_batch,
+            f"data.size={d.size} is smaller than one global batch ({global_batch}); "
+            "raise data.size or lower batch.",
+        )
+    if d.name in ("imagefolder", "cifar10"):
+        _require(
+            not OmegaConf.is_missing(d, "root") and d.root,
+            f"data.root is not set; data={d.name} reads from it: add data.root=/path/to/data.",
+        )
+        root = Path(d.root).expanduser()
+        if d.name == "cifar10" and not d.download:
+            _require(
+                (root / "cifar-10-batches-py").is_dir(),
+                f"data.root={d.root} holds no cifar-10-batches-py folder; point data.root at the "
+                "folder that holds it, or add data.download=true.",
+            )
+        elif d.name == "imagefolder":
+            _require(
+                root.is_dir(),
+                f"data.root={d.root} is not a directory; point it at an ImageNet-style folder "
+                "(one subfolder per class).",
+            )
+    _require(d.num_workers >= 0, f"data.num_workers={d.num_workers} must be >= 0.")
+
+
+def _resolve_devices(cfg: DictConfig, machine: Machine) -> tuple[str, str, int]:
+    """(backend, device_type, nproc_per_node)."""
+    backend = str(cfg.backend.name)
+    gpus = machine.cuda_devices
+    if backend == "nccl":
+        _require(
+            gpus > 0,
+            "backend=nccl needs CUDA GPUs and none is visible; use backend=gloo or backend=auto.",
+        )
+    if backend == "auto":
+        backend = "nccl" if gpus > 0 else "gloo"
+    device_type = "cuda" if gpus > 0 else "cpu"
+    devices = cfg.devices
+    if devices is None:
+        devices = gpus if gpus > 0 else CPU_DEFAULT_DEVICES
+    _require(devices > 0, f"devices={devices} must be positive, or null for every visible GPU.")
+    if device_type == "cuda":
+        _require(
+            devices <= gpus,
+            f"devices={devices} but only {gpus} CUDA GPU(s) are visible; set devices<={gpus} or "
+            "leave devices unset to use them all.",
+        )
+    return backend, device_type, devices
+
+
+def _resolve_precision(cfg: DictConfig, device_type: str, notes: list[str]) -> str:
+    name = str(cfg.precision.name)
+    if device_type == "cpu" and name == "fp16":
+        raise ConfigError(
+            "precision=fp16 needs a CUDA GPU (float16 autocast with a GradScaler); "
+            "use precision=bf16 or precision=fp32 on CPU."
+        )
+    if device_type == "cpu" and name == "tf32":
+        notes.append("precision=tf32 runs as fp32 on CPU: TF32 is a GPU tensor-core mode.")
+        return "fp32"
+    return name
+
+
+def _check_known_keys(plain: dict[str, Any]) -> None:
+    known = {f.name for f in fields(Config)}
+    unknown = sorted(set(plain) - known)
+    _require(
+        not unknown,
+        f"unknown top-level key {', '.join(unknown)}; the keys are {', '.join(sorted(known))}.",
+    )
+
+
+def make_plan(
+    cfg: DictConfig, job_dir: str, overrides: list[str], machine: Machine | None = None
+) -> JobPlan:
+    """Check ``cfg`` and resolve it for this machine; raises ConfigError on bad input."""
+    machine = machine or Machine.current()
+    notes: list[str] = []
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(plain, dict)
+    _check_known_keys(plain)
+    _check_ranges(cfg)
+    backend, device_type, nproc = _resolve_devices(cfg, machine)
+    precision = _resolve_precision(cfg, device_type, notes)
+    global_batch = cfg.batch * nproc
+    _check_model(cfg)
+    _check_data(cfg, global_batch)
+    env = plan_env(cfg.interconnect.env, machine.environ)
+    notes.extend(env.warnings(cfg.interconnect.name))
+    if backend == "gloo" and cfg.interconnect.name != "auto":
+        notes.append(
+            f"interconnect={cfg.interconnect.name} sets NCCL variables, which have no effect on "
+            "backend=gloo."
+        )
+    lr = scaled_lr(cfg.base_lr, cfg.scaling.rule, global_batch, cfg.scaling.reference_batch)
+    return JobPlan(
+        config=plain,
+        overrides=list(overrides),
+        job_dir=str(job_dir),
+        backend=backend,
+        device_type=device_type,
+        nproc_per_node=nproc,
+        precision=precision,
+        global_batch=global_batch,
+        lr=lr,
+        env=env,
+        notes=notes,
+    )

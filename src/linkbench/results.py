@@ -1,0 +1,30 @@
+"""Files a job leaves in its output directory: result.json and the running metrics.json.
+
+Writes are atomic (a temporary file renamed into place), so a reader never sees half a file
+and a crash never destroys the last good copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+RESULT_FILE = "result.json"
+METRICS_FILE = "metrics.json"
+
+
+def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The file's object, or None when it does not exist or is not valid JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None

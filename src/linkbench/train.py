@@ -1,0 +1,173 @@
+"""The DDP training loop of one rank, with honest step timing.
+
+The hot loop never waits on the device except every ``log_every`` steps, where the timing
+window closes, the loss is all-reduced across ranks and rank 0 logs. The first
+``warmup_steps`` are not timed. At the end the timed milliseconds are all-reduced with MAX,
+so the reported throughput is the slowest rank's.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from linkbench import ddp, precision
+from linkbench.data import make_batches
+from linkbench.interconnect import nccl_environment
+from linkbench.models import build_model, loss_fn
+from linkbench.optim import build_optimizer, build_schedule
+from linkbench.plan import JobPlan
+from linkbench.results import METRICS_FILE, write_json
+from linkbench.tensorboard_log import Board
+from linkbench.timing import WindowTimer
+
+log = logging.getLogger("linkbench")
+
+
+@dataclass(frozen=True)
+class Rank:
+    """Where this process sits in the job's world."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+@dataclass
+class Window:
+    """A closed timing window: how many steps and how long they took."""
+
+    steps: int
+    ms: float
+
+    @property
+    def step_ms(self) -> float:
+        return self.ms / self.steps
+
+
+def _global_mean(total: torch.Tensor, count: int, world_size: int) -> float:
+    """Mean over every rank's ``count`` values summing to ``total`` (gloo has no AVG)."""
+    buf = total.detach().float().reshape(1).clone()
+    dist.all_reduce(buf)
+    return buf.item() / (count * world_size)
+
+
+def _max_over_ranks(value: float, device: torch.device) -> float:
+    buf = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(buf, op=dist.ReduceOp.MAX)
+    return buf.item()
+
+
+def summarize(plan: JobPlan, windows: list[Window], timed_ms: float, final_loss: float) -> dict:
+    """Throughput and step-time statistics of the timed steps."""
+    timed_steps = sum(w.steps for w in windows)
+    metrics: dict[str, Any] = {"final_loss": final_loss, "timed_steps": timed_steps}
+    if timed_steps == 0:
+        return metrics
+    samples_per_sec = plan.global_batch * timed_steps / (timed_ms / 1e3)
+    per_window = [w.step_ms for w in windows]
+    metrics.update(
+        samples_per_sec=samples_per_sec,
+        samples_per_sec_per_device=samples_per_sec / plan.world_size,
+        step_time_ms=timed_ms / timed_steps,
+        step_time_ms_median=statistics.median(per_window),
+        step_time_ms_min=min(per_window),
+        step_time_ms_max=max(per_window),
+        timing_windows=len(windows),
+    )
+    return metrics
+
+
+def train(plan: JobPlan, me: Rank) -> dict[str, Any]:
+    """Run the job's steps on this rank; rank 0 returns the job's metrics."""
+    cfg = plan.config
+    device = me.device
+    steps, warmup, log_every = cfg["steps"], cfg["warmup_steps"], cfg["log_every"]
+    torch.manual_seed(cfg["seed"])
+    precision.configure_tf32(plan.precision == "tf32")
+    batches = make_batches(cfg, cfg["batch"], device, me.rank, me.world_size, me.local_rank)
+    model = build_model(cfg["model"], cfg["data"]["image_size"], batches.num_classes).to(device)
+    if cfg["model"]["channels_last"] and device.type == "cuda":
+        model = model.to(memory_format=torch.channels_last)
+    ddp_model = ddp.wrap(model, cfg["ddp"], device)
+    optimizer = build_optimizer(ddp_model, cfg["model"], plan.lr, device)
+    schedule = build_schedule(optimizer, cfg["scaling"]["lr_warmup_steps"])
+    scaler = precision.grad_scaler(cfg["precision"], device)
+    board = Board(plan) if me.is_main else None
+    timer = WindowTimer(device)
+    windows: list[Window] = []
+    loss_sum = torch.zeros((), device=device)
+    loss_count, window_start, mean_loss = 0, warmup, float("nan")
+    if warmup == 0:
+        timer.start()
+    log.info(
+        "training %s on %d x %s (%s, %s), global batch %d, lr %.4g",
+        cfg["model"]["name"], me.world_size, device.type, plan.backend, plan.precision,
+        plan.global_batch, plan.lr,
+    )  # fmt: skip
+    for step in range(steps):
+        inputs, targets = next(batches.stream)
+        with precision.autocast(cfg["precision"], device):
+            loss = loss_fn(ddp_model(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        lr = schedule.get_last_lr()[0]
+        schedule.step()
+        loss_sum += loss.detach().float()
+        loss_count += 1
+        done = step + 1
+        if done == warmup:
+            timer.start()
+        if done % log_every and done != steps:
+            continue
+        scalars = {"train/lr": lr}
+        if done > warmup:
+            window = Window(done - window_start, timer.lap())
+            windows.append(window)
+            window_start = done
+            scalars["perf/step_time_ms"] = window.step_ms
+            scalars["perf/samples_per_sec"] = plan.global_batch / (window.step_ms / 1e3)
+            scalars["perf/samples_per_sec_per_device"] = cfg["batch"] / (window.step_ms / 1e3)
+        mean_loss = _global_mean(loss_sum, loss_count, me.world_size)
+        scalars["train/loss"] = mean_loss
+        loss_sum.zero_()
+        loss_count = 0
+        if device.type == "cuda":
+            scalars["mem/max_allocated_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
+        if board is not None:
+            board.scalars(done, scalars)
+            _log_progress(done, steps, scalars)
+            partial = summarize(plan, windows, sum(w.ms for w in windows), mean_loss)
+            write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
+    timed_ms = _max_over_ranks(sum(w.ms for w in windows), device)
+    if board is None:
+        return {}
+    board.close()
+    metrics = summarize(plan, windows, timed_ms, mean_loss)
+    if device.type == "cuda":
+        metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
+    metrics["lr"] = plan.lr
+    return {"metrics": metrics, "worker_nccl_env": nccl_environment()}
+
+
+def _log_progress(done: int, steps: int, scalars: dict[str, float]) -> None:
+    line = f"step {done}/{steps}  loss {scalars['train/loss']:.4f}  lr {scalars['train/lr']:.4g}"
+    if "perf/samples_per_sec" in scalars:
+        line += (
+            f"  {scalars['perf/samples_per_sec']:,.1f} samples/s"
+            f"  {scalars['perf/step_time_ms']:.2f} ms/step"
+        )
+    log.info(line)
