@@ -32,7 +32,9 @@ def _synthetic(config: dict[str, Any], batch: int, device: torch.device, seed: i
     model, data = config["model"], config["data"]
     generator = torch.Generator(device="cpu").manual_seed(seed)
     if model["input"] == "tokens":
-        tokens = torch.randint(model["vocab_size"], (batch, model["seq_len"] + 1), generator=generator)
+        tokens = torch.randint(
+            model["vocab_size"], (batch, model["seq_len"] + 1), generator=generator
+        )
         tokens = tokens.to(device)
         fixed = (tokens[:, :-1], tokens[:, 1:])
         num_classes = model["vocab_size"]

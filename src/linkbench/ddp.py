@@ -9,7 +9,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 
-def wrap(model: nn.Module, ddp_cfg: dict[str, Any], device: torch.device) -> DistributedDataParallel:
+def wrap(
+    model: nn.Module, ddp_cfg: dict[str, Any], device: torch.device
+) -> DistributedDataParallel:
     """DDP over the default process group; ``device_ids`` names the rank's GPU."""
     ddp_model = DistributedDataParallel(
         model,

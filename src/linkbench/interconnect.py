@@ -32,8 +32,9 @@ class EnvPlan:
 
     def warnings(self, interconnect: str) -> list[str]:
         return [
-            f"{name}={old} exported in the environment is replaced by interconnect={interconnect}'s "
-            f"{name}={self.applied[name]} in this job's workers; to change it, override "
+            f"{name}={old} exported in the environment is replaced by "
+            f"interconnect={interconnect}'s {name}={self.applied[name]} in this job's workers; "
+            "to change it, override "
             f"interconnect.env.{name}"
             for name, old in self.replaced.items()
         ]

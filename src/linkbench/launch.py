@@ -62,7 +62,11 @@ def launch(plan: JobPlan) -> dict[int, Any]:
 
     Raises ``ChildFailedError`` when a worker fails; the launcher then stops the others.
     """
+    # linkbench reports a failed worker itself, naming its rank and log file; the launcher's
+    # own traceback of that event is about its internals.
     logging.getLogger("torch.distributed.elastic").setLevel(logging.WARNING)
+    logging.getLogger("torch.distributed.elastic.multiprocessing.api").setLevel(logging.CRITICAL)
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,

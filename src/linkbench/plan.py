@@ -66,7 +66,9 @@ def _require(ok: bool, message: str) -> None:
 
 
 def _check_ranges(cfg: DictConfig) -> None:
-    _require(cfg.batch > 0, f"batch={cfg.batch} must be a positive per-device batch; e.g. batch=32.")
+    _require(
+        cfg.batch > 0, f"batch={cfg.batch} must be a positive per-device batch; e.g. batch=32."
+    )
     _require(cfg.steps > 0, f"steps={cfg.steps} must be positive; e.g. steps=100.")
     _require(
         0 <= cfg.warmup_steps < cfg.steps,
@@ -76,7 +78,9 @@ def _check_ranges(cfg: DictConfig) -> None:
     _require(cfg.log_every > 0, f"log_every={cfg.log_every} must be positive; e.g. log_every=10.")
     _require(cfg.base_lr > 0, f"base_lr={cfg.base_lr} must be positive.")
     s = cfg.scaling
-    _require(s.reference_batch > 0, f"scaling.reference_batch={s.reference_batch} must be positive.")
+    _require(
+        s.reference_batch > 0, f"scaling.reference_batch={s.reference_batch} must be positive."
+    )
     _require(s.lr_warmup_steps >= 0, f"scaling.lr_warmup_steps={s.lr_warmup_steps} must be >= 0.")
     d = cfg.ddp
     _require(d.bucket_cap_mb > 0, f"ddp.bucket_cap_mb={d.bucket_cap_mb} must be positive.")

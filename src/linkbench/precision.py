@@ -14,7 +14,9 @@ def configure_tf32(allow: bool) -> None:
     torch.backends.cudnn.allow_tf32 = allow
 
 
-def autocast(precision_cfg: dict[str, Any], device: torch.device) -> contextlib.AbstractContextManager:
+def autocast(
+    precision_cfg: dict[str, Any], device: torch.device
+) -> contextlib.AbstractContextManager:
     """The autocast context of a forward pass, or a no-op for fp32 and tf32."""
     dtype = precision_cfg["autocast_dtype"]
     if dtype is None:

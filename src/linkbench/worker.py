@@ -60,5 +60,9 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     )
     try:
         return train(plan, me)
+    except BaseException:
+        # The launcher keeps the traceback in an error file; the rank's log should show it too.
+        logging.getLogger("linkbench").exception("rank %d failed", rank)
+        raise
     finally:
         dist.destroy_process_group()

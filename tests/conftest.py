@@ -1,0 +1,55 @@
+"""Shared helpers: composing configs with Hydra's compose API and running run.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from linkbench.schema import register_schema
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
+# A job that finishes in a few seconds on two CPU cores.
+QUICK = ["steps=6", "warmup_steps=2", "log_every=2", "batch=4"]
+
+register_schema()
+
+
+@pytest.fixture
+def compose_config() -> Iterator:
+    """compose_config(overrides) -> DictConfig, composed exactly as run.py composes it."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+
+        def _compose(overrides: list[str] | None = None) -> DictConfig:
+            return compose("config", overrides=overrides or [])
+
+        yield _compose
+
+
+def clean_env() -> dict[str, str]:
+    """The test process's environment without NCCL or torchelastic variables."""
+    drop = ("NCCL_", "TORCHELASTIC_", "MASTER_", "LOCAL_RANK", "RANK", "WORLD_SIZE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_cli(
+    args: list[str], timeout: float = 240, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run `python run.py ARGS` from the repository root, as a user would."""
+    return subprocess.run(
+        [sys.executable, "run.py", *args],
+        cwd=REPO,
+        env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

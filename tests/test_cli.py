@@ -1,0 +1,218 @@
+"""Real jobs through `python run.py`: 2-rank gloo training, a 2x2 sweep, failures, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
+
+from linkbench.tensorboard_log import METRIC_TAGS
+
+from .conftest import QUICK, REPO, clean_env, run_cli
+
+EXPECTED_SCALARS = {
+    "train/loss",
+    "train/lr",
+    "perf/samples_per_sec",
+    "perf/samples_per_sec_per_device",
+    "perf/step_time_ms",
+}
+
+
+def load_result(job_dir: Path) -> dict:
+    return json.loads((job_dir / "result.json").read_text())
+
+
+def event_dirs(root: Path) -> set[Path]:
+    return {p.parent for p in root.rglob("events.out.tfevents.*")}
+
+
+def hparams_of_run(job_dir: Path) -> tuple[set[str], set[str]]:
+    """(hparam names, metric tags) that the HParams dashboard reads from this run."""
+    events = EventAccumulator(str(job_dir))
+    events.Reload()
+    content = events.PluginTagToContent("hparams")
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"])
+    names = {h.name for h in experiment.experiment.hparam_infos}
+    metrics = {m.name.tag for m in experiment.experiment.metric_infos}
+    return names, metrics
+
+
+def test_default_job_trains_two_gloo_ranks_and_logs_everything(tmp_path):
+    job = tmp_path / "job"
+    done = run_cli([*QUICK, f"hydra.run.dir={job}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(job)
+    assert result["status"] == "completed"
+    assert (result["world_size"], result["backend"], result["interconnect"]) == (2, "gloo", "auto")
+    assert result["overrides"] == QUICK
+    metrics = result["metrics"]
+    assert metrics["timed_steps"] == 4
+    assert metrics["samples_per_sec"] > 0
+    assert metrics["samples_per_sec_per_device"] == pytest.approx(metrics["samples_per_sec"] / 2)
+    assert metrics["step_time_ms"] > 0
+    assert metrics["final_loss"] == pytest.approx(metrics["final_loss"])  # not NaN
+    # TensorBoard: one run (the job directory itself), with the scalars, config and hparams.
+    assert event_dirs(tmp_path) == {job}
+    events = EventAccumulator(str(job))
+    events.Reload()
+    assert EXPECTED_SCALARS <= set(events.Tags()["scalars"])
+    assert [e.step for e in events.Scalars("perf/step_time_ms")] == [4, 6]
+    assert "config/text_summary" in events.Tags()["tensors"]
+    names, metric_tags = hparams_of_run(job)
+    assert {"backend", "interconnect", "batch", "global_batch", "precision", "lr"} <= names
+    assert metric_tags == set(METRIC_TAGS)
+    # Per-rank logs in the job directory; only rank 0 on the console.
+    assert {p.name for p in (job / "logs").iterdir()} >= {
+        "rank0.stderr.log",
+        "rank1.stderr.log",
+        "rank0.stdout.log",
+        "rank1.stdout.log",
+    }
+    assert "step 6/6" in (job / "logs" / "rank0.stderr.log").read_text()
+    console = done.stdout + done.stderr
+    assert "[rank0]" in console and "[rank1]" not in console
+
+
+def test_sweep_runs_each_job_in_its_own_directory_with_its_own_env(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = ["-m", "interconnect=pcie,nvlink", "batch=4,8", *QUICK[:3], f"hydra.sweep.dir={sweep}"]
+    done = run_cli(args, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert [p.name.split(",")[:2] for p in jobs] == [
+        ["batch=4", "interconnect=nvlink"],
+        ["batch=4", "interconnect=pcie"],
+        ["batch=8", "interconnect=nvlink"],
+        ["batch=8", "interconnect=pcie"],
+    ]
+    assert event_dirs(sweep) == set(jobs)
+    hparam_names = set()
+    for job in jobs:
+        result = load_result(job)
+        assert result["status"] == "completed"
+        arm = result["interconnect"]
+        assert f"interconnect={arm}" in job.name
+        seen = result["worker_nccl_env"]
+        if arm == "pcie":
+            assert result["env"] == {"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+            assert seen == result["env"]
+        else:
+            # nvlink ran after pcie in this process: nothing of pcie's may be left behind.
+            assert result["env"] == {"NCCL_P2P_DISABLE": "0"}
+            assert seen == {"NCCL_P2P_DISABLE": "0"}
+        hparam_names.add(frozenset(hparams_of_run(job)[0]))
+    assert len(hparam_names) == 1, "every job of a sweep logs the same hparam keys"
+
+
+def test_exported_variable_is_reported_and_replaced_for_the_workers(tmp_path):
+    env = clean_env() | {"NCCL_P2P_DISABLE": "0", "NCCL_DEBUG": "WARN"}
+    done = run_cli(["interconnect=pcie", *QUICK, f"hydra.run.dir={tmp_path}"], env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(tmp_path)
+    assert result["env_replaced"] == {"NCCL_P2P_DISABLE": "0"}
+    assert result["env_inherited_nccl"] == {"NCCL_DEBUG": "WARN"}
+    assert result["worker_nccl_env"]["NCCL_P2P_DISABLE"] == "1"
+    assert "NCCL_P2P_DISABLE=0 exported in the environment is replaced" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["batch=0"], "batch=0 must be a positive per-device batch"),
+        (["backend=nccl"], "backend=nccl needs CUDA GPUs"),
+        (["data=cifar10"], "data.root is not set"),
+        (["model=nosuchmodel"], "Could not find 'model/nosuchmodel'"),
+        (["steps=ten"], "could not be converted to Integer"),
+    ],
+)
+def test_bad_input_exits_nonzero_with_one_sentence_and_no_worker(tmp_path, args, words):
+    started = time.monotonic()
+    done = run_cli([*args, f"hydra.run.dir={tmp_path}"], timeout=60)
+    assert done.returncode != 0
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "logs").exists(), "no worker may start on bad input"
+    assert time.monotonic() - started < 60
+    if (tmp_path / "result.json").exists():
+        assert load_result(tmp_path)["status"] == "failed"
+
+
+def _spawned_workers(parent: int) -> list[int]:
+    """PIDs of the multiprocessing-spawn children of ``parent``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and b"spawn_main" in cmdline:
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
+def _start_long_job(job: Path) -> subprocess.Popen:
+    args = ["steps=100000", "warmup_steps=1", "log_every=1", "batch=2", f"hydra.run.dir={job}"]
+    return subprocess.Popen(
+        [sys.executable, "run.py", *args],
+        cwd=REPO,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_metrics(process: subprocess.Popen, job: Path, at_least_step: int = 3) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        partial = job / "metrics.json"
+        if partial.exists() and json.loads(partial.read_text())["step"] >= at_least_step:
+            return
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        time.sleep(0.2)
+    process.kill()
+    pytest.fail("the job never wrote metrics.json")
+
+
+def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
+    job = tmp_path / "job"
+    process = _start_long_job(job)
+    try:
+        _wait_for_metrics(process, job)
+        workers = _spawned_workers(process.pid)
+        assert len(workers) == 2
+        os.kill(workers[-1], signal.SIGKILL)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode != 0
+    result = load_result(job)
+    assert result["status"] == "failed"
+    assert "exit code -9" in result["error"] and "rank" in result["error"]
+    assert result["metrics"]["timed_steps"] >= 2, "the steps measured before the failure are kept"
+    assert "exit code -9" in stderr
+
+
+def test_interrupted_job_says_so(tmp_path):
+    job = tmp_path / "job"
+    process = _start_long_job(job)
+    try:
+        _wait_for_metrics(process, job)
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode != 0
+    result = load_result(job)
+    assert result["status"] == "interrupted"
+    assert result["metrics"]["timed_steps"] >= 2

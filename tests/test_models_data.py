@@ -1,0 +1,80 @@
+"""Every model trains a step on CPU; every data source yields batches of the right shape."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PIL import Image
+
+from linkbench.data import make_batches
+from linkbench.models import build_model, loss_fn
+from linkbench.plan import Machine, make_plan
+from linkbench.scaling import scaled_lr, warmup_factor
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize(
+    ("model", "image_size"),
+    [("tiny", 32), ("resnet18", 64), ("resnet50", 64), ("vit_b_16", 32), ("gpt", None)],
+)
+def test_every_model_takes_a_training_step(compose_config, tmp_path, model, image_size):
+    overrides = [f"model={model}", "batch=2"]
+    if model == "gpt":
+        overrides += ["model.n_layer=1", "model.d_model=64", "model.n_head=4", "model.seq_len=16"]
+    else:
+        overrides += [f"data.image_size={image_size}"]
+    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+    batches = make_batches(config, 2, CPU, rank=0, world=1, local_rank=0)
+    net = build_model(config["model"], config["data"]["image_size"], batches.num_classes)
+    inputs, targets = next(batches.stream)
+    loss = loss_fn(net(inputs), targets)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None for p in net.parameters() if p.requires_grad)
+
+
+def test_synthetic_data_differs_between_ranks(compose_config, tmp_path):
+    config = make_plan(compose_config(), str(tmp_path), [], Machine(0)).config
+    a, _ = next(make_batches(config, 4, CPU, rank=0, world=2, local_rank=0).stream)
+    b, _ = next(make_batches(config, 4, CPU, rank=1, world=2, local_rank=1).stream)
+    assert a.shape == (4, 3, 32, 32)
+    assert not torch.equal(a, b)
+
+
+def test_fake_data_shards_across_ranks(compose_config, tmp_path):
+    overrides = ["data=fake", "data.size=8", "data.num_workers=0", "batch=2"]
+    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+    stream = make_batches(config, 2, CPU, rank=1, world=2, local_rank=1).stream
+    shapes = {tuple(next(stream)[0].shape) for _ in range(5)}  # crosses an epoch boundary
+    assert shapes == {(2, 3, 32, 32)}
+
+
+def test_imagefolder_reads_class_folders(compose_config, tmp_path):
+    for cls in ("cat", "dog", "eel"):
+        (tmp_path / cls).mkdir()
+        for i in range(2):
+            Image.new("RGB", (40, 40), (i * 90, 10, 10)).save(tmp_path / cls / f"{i}.png")
+    overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0"]
+    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+    batches = make_batches(config, 2, CPU, rank=0, world=1, local_rank=0)
+    images, labels = next(batches.stream)
+    assert batches.num_classes == 3
+    assert images.shape == (2, 3, 32, 32) and labels.shape == (2,)
+
+
+def test_too_little_data_for_one_batch_is_an_error(compose_config, tmp_path):
+    (tmp_path / "only").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "only" / "a.png")
+    overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0"]
+    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+    with pytest.raises(ValueError, match="fewer than one batch"):
+        make_batches(config, 4, CPU, rank=0, world=2, local_rank=0)
+
+
+def test_scaling_rules_and_warmup():
+    assert scaled_lr(0.1, "linear", 1024, 256) == pytest.approx(0.4)
+    assert scaled_lr(0.1, "sqrt", 1024, 256) == pytest.approx(0.2)
+    assert scaled_lr(0.1, "none", 1024, 256) == pytest.approx(0.1)
+    assert [warmup_factor(s, 4) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
+    assert warmup_factor(0, 0) == 1.0
