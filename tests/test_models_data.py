@@ -8,6 +8,7 @@ from PIL import Image
 
 from linkbench.data import make_batches
 from linkbench.models import build_model, loss_fn
+from linkbench.optim import build_optimizer
 from linkbench.plan import Machine, make_plan
 from linkbench.scaling import scaled_lr, warmup_factor
 
@@ -78,3 +79,31 @@ def test_scaling_rules_and_warmup():
     assert scaled_lr(0.1, "none", 1024, 256) == pytest.approx(0.1)
     assert [warmup_factor(s, 4) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
     assert warmup_factor(0, 0) == 1.0
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_optimizer_survives_steps_the_grad_scaler_skips(optimizer):
+    """fp16's first steps overflow and are skipped; no inf may leak into the optimizer state.
+
+    This resnet18 case turned to NaN at the first applied step with fused SGD.
+    """
+    import torchvision
+
+    torch.manual_seed(0)
+    net = torchvision.models.resnet18(num_classes=1000)
+    model_cfg = {"optimizer": optimizer, "weight_decay": 1e-4}
+    # device="cuda" asks for what linkbench builds on a GPU; the parameters stay on the CPU.
+    opt = build_optimizer(net, model_cfg, lr=0.1 * 4 / 256, device=torch.device("cuda"))
+    scaler = torch.amp.GradScaler("cpu")
+    images, labels = torch.randn(4, 3, 64, 64), torch.randint(1000, (4,))
+    losses = []
+    for _ in range(5):
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = loss_fn(net(images), labels)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    assert scaler.get_scale() < 65536.0, "the case must include skipped steps"
+    assert all(torch.isfinite(torch.tensor(losses))), losses

@@ -1,0 +1,66 @@
+"""GPU paths: NCCL on the visible GPUs. Run on a GPU machine with `pytest -m "gpu or multi_gpu"`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from .conftest import QUICK, run_cli
+
+GPUS = torch.cuda.device_count()
+needs_gpu = pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
+needs_two = pytest.mark.skipif(GPUS < 2, reason="needs two or more CUDA GPUs")
+
+
+def result_of(job: Path) -> dict:
+    return json.loads((job / "result.json").read_text())
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_default_job_uses_nccl_on_every_gpu(tmp_path):
+    done = run_cli([*QUICK, f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = result_of(tmp_path)
+    assert (result["backend"], result["device_type"], result["world_size"]) == (
+        "nccl",
+        "cuda",
+        GPUS,
+    )
+    assert result["metrics"]["max_allocated_gb"] > 0
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
+def test_every_precision_trains_on_gpu(tmp_path, precision):
+    args = [f"precision={precision}", "model=resnet18", "data.image_size=64", *QUICK]
+    done = run_cli([*args, "devices=1", f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = result_of(tmp_path)
+    assert result["precision"] == precision
+    assert result["metrics"]["final_loss"] == pytest.approx(result["metrics"]["final_loss"])
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_more_devices_than_gpus_is_refused(tmp_path):
+    done = run_cli([f"devices={GPUS + 1}", f"hydra.run.dir={tmp_path}"], timeout=60)
+    assert done.returncode != 0
+    assert f"devices={GPUS + 1} but only {GPUS} CUDA GPU" in done.stderr
+
+
+@pytest.mark.multi_gpu
+@needs_two
+def test_interconnect_sweep_on_two_gpus(tmp_path):
+    args = ["-m", "interconnect=nvlink,pcie,socket", "devices=2", *QUICK]
+    done = run_cli([*args, f"hydra.sweep.dir={tmp_path}"], timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for job in (p for p in tmp_path.iterdir() if p.is_dir() and "interconnect=" in p.name):
+        result = result_of(job)
+        assert result["status"] == "completed"
+        assert result["world_size"] == 2
+        assert result["worker_nccl_env"]["NCCL_P2P_DISABLE"] == result["env"]["NCCL_P2P_DISABLE"]
