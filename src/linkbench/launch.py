@@ -19,9 +19,7 @@ from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from linkbench.plan import JobPlan
-from linkbench.worker import worker_main
-
-LOG_DIR = "logs"
+from linkbench.worker import LOG_DIR, worker_main
 
 
 class JobLogsSpecs(LogsSpecs):

@@ -23,6 +23,9 @@ from linkbench.scaling import scaled_lr
 from linkbench.schema import Config
 
 CPU_DEFAULT_DEVICES = 2
+TENSOR_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int8")
+# task.max_bytes=null means this many bytes, by device type.
+DEFAULT_MAX_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,29 @@ def _check_data(cfg: DictConfig, global_batch: int) -> None:
     _require(d.num_workers >= 0, f"data.num_workers={d.num_workers} must be >= 0.")
 
 
+def _check_task(cfg: DictConfig) -> None:
+    t = cfg.task
+    _require(
+        t.no_sync_steps >= 0, f"task.no_sync_steps={t.no_sync_steps} must be >= 0 (0 skips it)."
+    )
+    if t.name != "allreduce":
+        return
+    _require(len(t.ops) > 0, "task.ops is empty; list collectives, e.g. task.ops=[all_reduce].")
+    _require(t.min_bytes > 0, f"task.min_bytes={t.min_bytes} must be positive.")
+    _require(
+        t.max_bytes is None or t.max_bytes >= t.min_bytes,
+        f"task.max_bytes={t.max_bytes} is below task.min_bytes={t.min_bytes}; raise it, "
+        "or set task.max_bytes=null for the default.",
+    )
+    _require(t.size_factor >= 2, f"task.size_factor={t.size_factor} must be at least 2.")
+    _require(t.iters > 0, f"task.iters={t.iters} must be positive.")
+    _require(t.warmup_iters >= 0, f"task.warmup_iters={t.warmup_iters} must be >= 0.")
+    _require(
+        t.dtype in TENSOR_DTYPES,
+        f"task.dtype={t.dtype} is not one of {', '.join(TENSOR_DTYPES)}.",
+    )
+
+
 def _resolve_devices(cfg: DictConfig, machine: Machine) -> tuple[str, str, int]:
     """(backend, device_type, nproc_per_node)."""
     backend = str(cfg.backend.name)
@@ -199,8 +225,12 @@ def make_plan(
     backend, device_type, nproc = _resolve_devices(cfg, machine)
     precision = _resolve_precision(cfg, device_type, notes)
     global_batch = cfg.batch * nproc
-    _check_model(cfg)
-    _check_data(cfg, global_batch)
+    _check_task(cfg)
+    if cfg.task.name == "train":
+        _check_model(cfg)
+        _check_data(cfg, global_batch)
+    else:
+        plain["task"]["max_bytes"] = plain["task"]["max_bytes"] or DEFAULT_MAX_BYTES[device_type]
     env = plan_env(cfg.interconnect.env, machine.environ)
     notes.extend(env.warnings(cfg.interconnect.name))
     if backend == "gloo" and cfg.interconnect.name != "auto":

@@ -1,4 +1,4 @@
-"""Files a job leaves in its output directory: result.json and the running metrics.json.
+"""The JSON files a job leaves in its output directory (result, metrics, hardware, manifest).
 
 Writes are atomic (a temporary file renamed into place), so a reader never sees half a file
 and a crash never destroys the last good copy.
@@ -13,6 +13,8 @@ from typing import Any
 
 RESULT_FILE = "result.json"
 METRICS_FILE = "metrics.json"
+HARDWARE_FILE = "hardware.json"
+MANIFEST_FILE = "manifest.json"
 
 
 def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:

@@ -98,6 +98,13 @@ class CommHook(Choice):
 
 class TaskName(Choice):
     train = "train"
+    allreduce = "allreduce"
+
+
+class Collective(Choice):
+    all_reduce = "all_reduce"
+    all_gather = "all_gather"
+    reduce_scatter = "reduce_scatter"
 
 
 @dataclass
@@ -182,9 +189,19 @@ class DDPConfig:
 
 @dataclass
 class TaskConfig:
-    """``task/``: what the job measures."""
+    """``task/``: what a job measures; ``train`` reads no_sync_steps, ``allreduce`` the rest."""
 
     name: TaskName = TaskName.train
+    no_sync_steps: int = 10
+    """Steps timed with and without gradient sync after training (0 skips the probe)."""
+    ops: list[Collective] = field(default_factory=lambda: [Collective.all_reduce])
+    dtype: str = "float32"
+    min_bytes: int = 1024
+    max_bytes: Optional[int] = None
+    """Largest message; null means 1 GiB on GPU and 64 MiB on CPU."""
+    size_factor: int = 2
+    warmup_iters: int = 5
+    iters: int = 20
 
 
 @dataclass

@@ -1,47 +1,37 @@
-"""The DDP training loop of one rank, with honest step timing.
+"""``task=train``: the DDP training loop of one rank, with honest step timing.
 
 The hot loop never waits on the device except every ``log_every`` steps, where the timing
 window closes, the loss is all-reduced across ranks and rank 0 logs. The first
 ``warmup_steps`` are not timed. At the end the timed milliseconds are all-reduced with MAX,
-so the reported throughput is the slowest rank's.
+so the reported throughput is the slowest rank's. Then a probe times the same step with and
+without gradient synchronisation (:mod:`linkbench.comm`) to measure exposed communication.
 """
 
 from __future__ import annotations
 
 import logging
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.optim.lr_scheduler import LambdaLR
 
-from linkbench import ddp, precision
+from linkbench import comm, ddp, precision
 from linkbench.data import make_batches
-from linkbench.interconnect import nccl_environment
 from linkbench.models import build_model, loss_fn
 from linkbench.optim import build_optimizer, build_schedule
 from linkbench.plan import JobPlan
+from linkbench.rank import Rank, max_over_ranks
 from linkbench.results import METRICS_FILE, write_json
 from linkbench.tensorboard_log import Board
 from linkbench.timing import WindowTimer
 
 log = logging.getLogger("linkbench")
-
-
-@dataclass(frozen=True)
-class Rank:
-    """Where this process sits in the job's world."""
-
-    rank: int
-    local_rank: int
-    world_size: int
-    device: torch.device
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
 
 
 @dataclass
@@ -61,12 +51,6 @@ def _global_mean(total: torch.Tensor, count: int, world_size: int) -> float:
     buf = total.detach().float().reshape(1).clone()
     dist.all_reduce(buf)
     return buf.item() / (count * world_size)
-
-
-def _max_over_ranks(value: float, device: torch.device) -> float:
-    buf = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(buf, op=dist.ReduceOp.MAX)
-    return buf.item()
 
 
 def summarize(plan: JobPlan, windows: list[Window], timed_ms: float, final_loss: float) -> dict:
@@ -89,11 +73,9 @@ def summarize(plan: JobPlan, windows: list[Window], timed_ms: float, final_loss:
     return metrics
 
 
-def train(plan: JobPlan, me: Rank) -> dict[str, Any]:
-    """Run the job's steps on this rank; rank 0 returns the job's metrics."""
-    cfg = plan.config
-    device = me.device
-    steps, warmup, log_every = cfg["steps"], cfg["warmup_steps"], cfg["log_every"]
+def _build(plan: JobPlan, me: Rank) -> tuple[DistributedDataParallel, Callable, LambdaLR]:
+    """The DDP model, a function running one training step (returning its loss), the schedule."""
+    cfg, device = plan.config, me.device
     torch.manual_seed(cfg["seed"])
     precision.configure_tf32(plan.precision == "tf32")
     batches = make_batches(cfg, cfg["batch"], device, me.rank, me.world_size, me.local_rank)
@@ -101,10 +83,30 @@ def train(plan: JobPlan, me: Rank) -> dict[str, Any]:
     if cfg["model"]["channels_last"] and device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
     ddp_model = ddp.wrap(model, cfg["ddp"], device)
+    ddp_model._set_ddp_runtime_logging_sample_rate(cfg["log_every"])
     optimizer = build_optimizer(ddp_model, cfg["model"], plan.lr, device)
     schedule = build_schedule(optimizer, cfg["scaling"]["lr_warmup_steps"])
     scaler = precision.grad_scaler(cfg["precision"], device)
-    board = Board(plan) if me.is_main else None
+
+    def step() -> torch.Tensor:
+        inputs, targets = next(batches.stream)
+        with precision.autocast(cfg["precision"], device):
+            loss = loss_fn(ddp_model(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        schedule.step()
+        return loss.detach()
+
+    return ddp_model, step, schedule
+
+
+def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+    """Run the job's steps on this rank; rank 0 returns the job's metrics."""
+    cfg, device = plan.config, me.device
+    steps, warmup, log_every = cfg["steps"], cfg["warmup_steps"], cfg["log_every"]
+    ddp_model, step, schedule = _build(plan, me)
     timer = WindowTimer(device)
     windows: list[Window] = []
     loss_sum = torch.zeros((), device=device)
@@ -116,19 +118,10 @@ def train(plan: JobPlan, me: Rank) -> dict[str, Any]:
         cfg["model"]["name"], me.world_size, device.type, plan.backend, plan.precision,
         plan.global_batch, plan.lr,
     )  # fmt: skip
-    for step in range(steps):
-        inputs, targets = next(batches.stream)
-        with precision.autocast(cfg["precision"], device):
-            loss = loss_fn(ddp_model(inputs), targets)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+    for done in range(1, steps + 1):
         lr = schedule.get_last_lr()[0]
-        schedule.step()
-        loss_sum += loss.detach().float()
+        loss_sum += step().float()
         loss_count += 1
-        done = step + 1
         if done == warmup:
             timer.start()
         if done % log_every and done != steps:
@@ -152,15 +145,24 @@ def train(plan: JobPlan, me: Rank) -> dict[str, Any]:
             _log_progress(done, steps, scalars)
             partial = summarize(plan, windows, sum(w.ms for w in windows), mean_loss)
             write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
-    timed_ms = _max_over_ranks(sum(w.ms for w in windows), device)
+    timed_ms = max_over_ranks(sum(w.ms for w in windows), device)
+    metrics = summarize(plan, windows, timed_ms, mean_loss)
+    metrics.update(comm.measure(ddp_model, step, plan, me))
     if board is None:
         return {}
-    board.close()
-    metrics = summarize(plan, windows, timed_ms, mean_loss)
+    if "comm_exposed_ms" in metrics:
+        board.scalars(
+            steps,
+            {
+                "perf/comm_exposed_ms": metrics["comm_exposed_ms"],
+                "perf/comm_fraction": metrics["comm_fraction"],
+                "perf/compute_step_ms": metrics["compute_step_ms"],
+            },
+        )
     if device.type == "cuda":
         metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
     metrics["lr"] = plan.lr
-    return {"metrics": metrics, "worker_nccl_env": nccl_environment()}
+    return {"metrics": metrics}
 
 
 def _log_progress(done: int, steps: int, scalars: dict[str, float]) -> None:

@@ -1,23 +1,44 @@
-"""One rank of a job: its environment, logging, device and process group.
+"""One rank of a job: its environment, logging, device, process group and hardware record.
 
 :func:`worker_main` is the function the elastic launcher starts in every worker process. It
-applies the job's interconnect variables before anything touches NCCL, so they reach this
-job's workers and nothing else.
+applies the job's interconnect variables (and, for NCCL, the debug variables that make NCCL
+log its transports to ``logs/nccl.rank<N>.log``) before anything touches NCCL, so they reach
+this job's workers and nothing else. Then it runs the job's task.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from linkbench.interconnect import apply_env
+from linkbench.collectives import run_collectives
+from linkbench.interconnect import apply_env, nccl_environment
 from linkbench.plan import JobPlan
-from linkbench.train import Rank, train
+from linkbench.rank import Rank
+from linkbench.results import HARDWARE_FILE, write_json
+from linkbench.tensorboard_log import Board
+from linkbench.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
+from linkbench.train import train
+from linkbench.transport import nccl_debug_env
+
+log = logging.getLogger("linkbench")
+LOG_DIR = "logs"
+TASKS: dict[str, Callable[[JobPlan, Rank, Board | None], dict[str, Any]]] = {
+    "train": train,
+    "allreduce": run_collectives,
+}
+
+
+def nccl_log_file(job_dir: str, rank: int) -> Path:
+    return Path(job_dir) / LOG_DIR / f"nccl.rank{rank}.log"
 
 
 def _setup_logging() -> None:
@@ -42,27 +63,61 @@ def _setup_device(plan: JobPlan, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
+def _gpu_uuid(device: torch.device) -> str | None:
+    if device.type != "cuda":
+        return None
+    uuid = str(torch.cuda.get_device_properties(device).uuid)
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
+def describe_hardware(plan: JobPlan, me: Rank) -> dict[str, Any] | None:
+    """Rank 0 gets (and writes to hardware.json) the GPUs of every rank on its host."""
+    mine = {"host": socket.gethostname(), "uuid": _gpu_uuid(me.device)}
+    everyone: list[Any] = [None] * me.world_size
+    dist.all_gather_object(everyone, mine)
+    if not me.is_main:
+        return None
+    uuids = [p["uuid"] for p in everyone if p["host"] == mine["host"] and p["uuid"]]
+    topology = gpu_topology(uuids) if uuids else {"available": False, "reason": "no GPU in use"}
+    hardware = {
+        "versions": versions(),
+        "hosts": sorted({p["host"] for p in everyone}),
+        "topology": topology,
+        "nvidia_smi_topo": nvidia_smi_topology() if uuids else None,
+        "warnings": link_warnings(topology, plan.config["interconnect"]["name"]),
+    }
+    for warning in hardware["warnings"]:
+        log.warning("!!! %s", warning)
+    write_json(Path(plan.job_dir) / HARDWARE_FILE, hardware)
+    return hardware
+
+
 def worker_main(plan: JobPlan) -> dict[str, Any]:
-    """Train on this rank; rank 0 returns the job's metrics, the others an empty dict."""
+    """Run the job's task on this rank; rank 0 returns the job's results, the others {}."""
     apply_env(plan.env.applied)
     rank = int(os.environ["RANK"])
-    me = Rank(
-        rank=rank,
-        local_rank=int(os.environ["LOCAL_RANK"]),
-        world_size=int(os.environ["WORLD_SIZE"]),
-        device=torch.device("cpu"),
-    )
+    if plan.backend == "nccl":
+        apply_env(nccl_debug_env(str(nccl_log_file(plan.job_dir, rank)), dict(os.environ)))
     _setup_logging()
-    device = _setup_device(plan, me.local_rank)
-    me = Rank(me.rank, me.local_rank, me.world_size, device)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    device = _setup_device(plan, local_rank)
+    me = Rank(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)
     dist.init_process_group(
         backend=plan.backend, device_id=device if plan.backend == "nccl" else None
     )
+    board = None
     try:
-        return train(plan, me)
+        hardware = describe_hardware(plan, me)
+        board = Board(plan, hardware) if me.is_main else None
+        out = TASKS[plan.config["task"]["name"]](plan, me, board)
+        if me.is_main:
+            out["worker_nccl_env"] = nccl_environment()
+        return out
     except BaseException:
         # The launcher keeps the traceback in an error file; the rank's log should show it too.
-        logging.getLogger("linkbench").exception("rank %d failed", rank)
+        log.exception("rank %d failed", rank)
         raise
     finally:
+        if board is not None:
+            board.close()
         dist.destroy_process_group()

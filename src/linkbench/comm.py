@@ -1,0 +1,86 @@
+"""Exposed communication inside a DDP training step.
+
+After training, the same step runs ``task.no_sync_steps`` times with gradient
+synchronisation and as many times under ``DistributedDataParallel.no_sync()`` (same shapes,
+no all-reduce). The difference is the communication the step waits for (what overlap with
+the backward pass did not hide). DDP's own running averages of backward communication and
+overlap time are recorded beside it, and with them the bus bandwidth the gradient all-reduce
+achieved (nccl-tests' definition: bytes x 2(n-1)/n / time). The probe runs after the timed
+steps, so it never changes the reported throughput; its no_sync steps leave the ranks'
+weights unsynchronised, which no longer matters then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from linkbench.plan import JobPlan
+from linkbench.rank import Rank, max_over_ranks
+from linkbench.timing import WindowTimer
+
+# Bytes on the wire per gradient byte for each DDP communication hook (None: not a constant).
+WIRE_FACTOR = {"none": 1.0, "fp16": 0.5, "bf16": 0.5, "powersgd": None}
+
+
+def grad_bytes(model: nn.Module) -> int:
+    """Bytes of the gradients DDP all-reduces each step (shared parameters counted once)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def ddp_comm_times(ddp_model: DistributedDataParallel) -> dict[str, float]:
+    """DDP's sampled averages of backward communication and its overlap, in milliseconds."""
+    data = ddp_model._get_ddp_logging_data()
+    names = {
+        "avg_backward_comm_time": "ddp_backward_comm_ms",
+        "avg_backward_compute_comm_overlap_time": "ddp_comm_overlap_ms",
+        "avg_backward_compute_time": "ddp_backward_compute_ms",
+    }
+    return {ours: data[theirs] / 1e6 for theirs, ours in names.items() if data.get(theirs)}
+
+
+def _ms_per_step(step: Callable, steps: int, context: Callable, device: torch.device) -> float:
+    with context():
+        step()  # untimed: the first step after a switch pays for it
+    timer = WindowTimer(device)
+    timer.start()
+    for _ in range(steps):
+        with context():
+            step()
+    return timer.lap() / steps
+
+
+def measure(
+    ddp_model: DistributedDataParallel, step: Callable, plan: JobPlan, me: Rank
+) -> dict[str, Any]:
+    """Exposed communication of one step, on every rank; empty when the probe is off."""
+    steps = plan.config["task"]["no_sync_steps"]
+    if steps <= 0:
+        return {}
+    out: dict[str, Any] = ddp_comm_times(ddp_model)
+    synced = _ms_per_step(step, steps, contextlib.nullcontext, me.device)
+    local = _ms_per_step(step, steps, ddp_model.no_sync, me.device)
+    synced = max_over_ranks(synced, me.device)
+    local = max_over_ranks(local, me.device)
+    exposed = synced - local
+    out.update(
+        no_sync_steps=steps,
+        synced_step_ms=synced,
+        compute_step_ms=local,
+        comm_exposed_ms=exposed,
+        comm_fraction=max(0.0, exposed) / synced,
+        grad_bytes=grad_bytes(ddp_model.module),
+    )
+    wire = WIRE_FACTOR[plan.config["ddp"]["comm_hook"]]
+    n = me.world_size
+    if wire is not None:
+        out["comm_bytes_per_step"] = out["grad_bytes"] * wire
+        if n > 1 and out.get("ddp_backward_comm_ms"):
+            seconds = out["ddp_backward_comm_ms"] / 1e3
+            out["comm_busbw_gbps"] = out["comm_bytes_per_step"] * 2 * (n - 1) / n / seconds / 1e9
+    return out
