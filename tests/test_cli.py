@@ -109,6 +109,9 @@ def test_sweep_runs_each_job_in_its_own_directory_with_its_own_env(tmp_path):
             # nvlink ran after pcie in this process: nothing of pcie's may be left behind.
             assert result["env"] == {"NCCL_P2P_DISABLE": "0"}
             assert seen == {"NCCL_P2P_DISABLE": "0"}
+        assert any("no effect on backend=gloo" in note for note in result["notes"])
+        assert result["transport"]["transport"] == "gloo"
+        assert result["transport"]["verified"] is None
         hparam_names.add(frozenset(hparams_of_run(job)[0]))
     assert len(hparam_names) == 1, "every job of a sweep logs the same hparam keys"
 

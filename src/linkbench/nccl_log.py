@@ -57,7 +57,7 @@ def parse_lines(lines: Iterable[str]) -> dict[str, Any]:
         nccl_lines += 1
         if m := _VERSION.search(line):
             versions.add(m.group(1))
-        if " via " in line and "Channel" in line and (m := _VIA.search(line)):
+        if " via " in line and ("Channel" in line or "Ring" in line) and (m := _VIA.search(line)):
             label = m.group(1)
             family = transport_family(label)
             if family:
