@@ -64,3 +64,43 @@ def test_interconnect_sweep_on_two_gpus(tmp_path):
         assert result["status"] == "completed"
         assert result["world_size"] == 2
         assert result["worker_nccl_env"]["NCCL_P2P_DISABLE"] == result["env"]["NCCL_P2P_DISABLE"]
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_nccl_logs_hardware_and_transport_are_recorded(tmp_path):
+    done = run_cli(["interconnect=nvlink", *QUICK, "devices=1", f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = result_of(tmp_path)
+    transport = result["transport"]
+    nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
+    assert transport["summary"]["version"].startswith(nccl)
+    assert transport["verified"] is None and "one rank" in transport["reason"]
+    assert (tmp_path / "logs" / "nccl.rank0.log").is_file()
+    hardware = json.loads((tmp_path / "hardware.json").read_text())
+    assert hardware["topology"]["available"] is True
+    assert hardware["topology"]["gpus"][0]["name"] == torch.cuda.get_device_name(0)
+    assert result["metrics"]["compute_step_ms"] > 0
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_allreduce_task_on_gpu_reaches_a_gibibyte(tmp_path):
+    done = run_cli(["task=allreduce", "devices=1", f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = result_of(tmp_path)
+    sizes = [r["bytes"] for r in result["collectives"] if r["op"] == "all_reduce"]
+    assert sizes[0] == 1024 and sizes[-1] == 1 << 30
+
+
+@pytest.mark.multi_gpu
+@needs_two
+@pytest.mark.parametrize("arm", ["nvlink", "pcie", "socket"])
+def test_transport_is_verified_on_two_gpus(tmp_path, arm):
+    done = run_cli([f"interconnect={arm}", "devices=2", *QUICK, f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    transport = result_of(tmp_path)["transport"]
+    # nvlink is verified only where the GPUs really are NVLink-connected.
+    hardware = json.loads((tmp_path / "hardware.json").read_text())
+    linked = all(p["nvlink"] for p in hardware["topology"]["pairs"])
+    assert transport["verified"] is (linked if arm == "nvlink" else True), transport
