@@ -87,6 +87,15 @@ def test_nccl_2_28_mixed_transports_and_plugins():
     assert s["nranks"] == 16
 
 
+def test_real_one_rank_log_from_the_h200():
+    s = summary_of("nccl-2.28-h200-1rank.log")
+    assert s["version"] == "2.28.9+cuda13.0"
+    assert s["nranks"] == 1
+    assert s["channels"] == {"P2P": 0, "SHM": 0, "NET": 0}  # one rank connects to no peer
+    assert s["graph_intra_types"] == ["LOC"]
+    assert verify(s, "P2P", "nccl", world_size=1)["verified"] is None
+
+
 def test_lines_without_nccl_count_nothing():
     s = parse_lines(["hello via P2P/IPC", "Channel 00 via SHM/direct but no marker"])
     assert s["nccl_lines"] == 0 and s["channels"] == {"P2P": 0, "SHM": 0, "NET": 0}

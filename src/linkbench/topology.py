@@ -10,12 +10,14 @@ CUDA devices by UUID, so ``CUDA_VISIBLE_DEVICES`` reordering cannot mislead.
 from __future__ import annotations
 
 import platform
+import re
 import shutil
 import socket
 import subprocess
 import sys
 from typing import Any
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # nvidia-smi underlines its header
 # nvmlDeviceGetTopologyCommonAncestor levels (nvml.h), in nvidia-smi topo's words.
 PCIE_PATHS = {
     0: "same board",
@@ -60,7 +62,7 @@ def nvidia_smi_topology() -> str | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout if done.returncode == 0 else None
+    return ANSI_ESCAPE.sub("", done.stdout) if done.returncode == 0 else None
 
 
 def _decode(value: Any) -> str:
