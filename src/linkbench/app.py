@@ -8,7 +8,9 @@ After the workers end, the NCCL logs they wrote are parsed to verify the transpo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import statistics
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +25,7 @@ from linkbench.errors import ConfigError, JobFailed
 from linkbench.launch import launch
 from linkbench.nccl_log import parse_files
 from linkbench.plan import JobPlan, make_plan
+from linkbench.provenance import git_state
 from linkbench.results import (
     HARDWARE_FILE,
     MANIFEST_FILE,
@@ -31,8 +34,9 @@ from linkbench.results import (
     read_json,
     write_json,
 )
+from linkbench.tensorboard_log import write_job_summary
+from linkbench.topology import versions
 from linkbench.transport import verify
-from linkbench.worker import LOG_DIR
 
 log = logging.getLogger("linkbench")
 # The metric run.py returns to Hydra (and sweepers optimise), per task.
@@ -66,11 +70,12 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
         "steps": c["steps"],
         "warmup_steps": c["warmup_steps"],
         "seed": c["seed"],
+        "repeats": c["repeats"],
         "notes": plan.notes,
     }
 
 
-def _failure_message(error: ChildFailedError, job_dir: Path) -> str:
+def _failure_message(error: ChildFailedError, plan: JobPlan) -> str:
     """Every failed rank with the first line of its error, rank order (the first to fail
     may not be the one whose timestamp is first: the others fail when it disconnects)."""
     parts = []
@@ -79,7 +84,7 @@ def _failure_message(error: ChildFailedError, job_dir: Path) -> str:
         if isinstance(detail, dict):
             detail = str(detail.get("message", ""))
         first_line = str(detail).strip().splitlines()[0] if str(detail).strip() else ""
-        log_file = job_dir / LOG_DIR / f"rank{failure.local_rank}.stderr.log"
+        log_file = plan.log_dir / f"rank{failure.local_rank}.stderr.log"
         parts.append(
             f"rank {rank} failed (exit code {failure.exitcode})"
             + (f": {first_line}" if first_line else "")
@@ -88,9 +93,9 @@ def _failure_message(error: ChildFailedError, job_dir: Path) -> str:
     return "; ".join(parts)
 
 
-def check_transport(plan: JobPlan, job_dir: Path) -> dict[str, Any]:
+def check_transport(plan: JobPlan) -> dict[str, Any]:
     """Verify the transport from the NCCL logs the workers left (NCCL_DEBUG_FILE or stdout)."""
-    logs = job_dir / LOG_DIR
+    logs = plan.log_dir
     summary = None
     if plan.backend == "nccl":
         files = sorted(logs.glob("nccl.rank*.log")) or sorted(logs.glob("rank*.std*.log"))
@@ -109,47 +114,88 @@ def check_transport(plan: JobPlan, job_dir: Path) -> dict[str, Any]:
     return transport
 
 
-def _record_hardware(result: dict[str, Any], plan: JobPlan, job_dir: Path) -> None:
-    hardware = read_json(job_dir / HARDWARE_FILE) or {}
-    result["warnings"] = list(hardware.get("warnings", []))
-    result["transport"] = check_transport(plan, job_dir)
+def combine_transports(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One verdict for all repeats: false if any repeat contradicts the arm."""
+    for verdict in (False, None):
+        for check in checks:
+            if check["verified"] is verdict:
+                return {**check, "repeats_checked": len(checks)}
+    return {**checks[0], "repeats_checked": len(checks)}
+
+
+def median_metrics(repeat_metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric metric's median over the repeats (other values from the first repeat)."""
+    if len(repeat_metrics) == 1:
+        return dict(repeat_metrics[0])
+    merged = dict(repeat_metrics[0])
+    for key, value in merged.items():
+        values = [m.get(key) for m in repeat_metrics]
+        if isinstance(value, (int, float)) and all(isinstance(v, (int, float)) for v in values):
+            merged[key] = statistics.median(values)
+    return merged
+
+
+def _write_manifest(plan: JobPlan, job_dir: Path) -> None:
+    hardware = read_json(job_dir / HARDWARE_FILE) or {"versions": versions()}
     manifest = {
         "config": plan.config,
         "overrides": plan.overrides,
+        "git": git_state(),
         "env": plan.env.applied,
+        "env_replaced": plan.env.replaced,
         "seed": plan.config["seed"],
         **hardware,
     }
     write_json(job_dir / MANIFEST_FILE, manifest)
 
 
+def _completed_result(job_dir: Path) -> dict[str, Any] | None:
+    previous = read_json(job_dir / RESULT_FILE)
+    return previous if previous and previous.get("status") == "completed" else None
+
+
 def run_job(cfg: DictConfig) -> float:
-    """Plan, launch and record one job; returns its headline metric for Hydra's sweepers."""
+    """Plan, launch (``repeats`` times) and record one job; returns its headline metric."""
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
-    overrides = list(hydra_cfg.overrides.task)
+    if cfg.get("resume") and (previous := _completed_result(job_dir)):
+        log.info("resume: %s already completed; skipping it", job_dir)
+        return _report(previous)
+    overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("resume=")]
     result: dict[str, Any] = {"status": "failed", "overrides": overrides, "job_dir": str(job_dir)}
     result["started_at"] = _now()
     started = time.monotonic()
     plan = None
+    repeat_metrics: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
     try:
         plan = make_plan(cfg, str(job_dir), overrides)
         result.update(describe_plan(plan))
         for note in plan.notes:
             log.warning(note)
-        log.info(
-            "job %s: %s on %d %s worker(s), backend %s, interconnect %s",
-            job_dir, result["task"], plan.world_size, plan.device_type, plan.backend,
-            result["interconnect"],
-        )  # fmt: skip
-        returns = launch(plan)
-        result.update(returns[0])
+        for repeat in range(plan.config["repeats"]):
+            run = dataclasses.replace(plan, repeat=repeat)
+            log.info(
+                "job %s: %s on %d %s worker(s), backend %s, interconnect %s%s",
+                job_dir, result["task"], plan.world_size, plan.device_type, plan.backend,
+                result["interconnect"],
+                f", repeat {repeat + 1}/{plan.config['repeats']}" if plan.config["repeats"] > 1
+                else "",
+            )  # fmt: skip
+            (job_dir / METRICS_FILE).unlink(missing_ok=True)
+            try:
+                returns = launch(run)
+            finally:
+                checks.append(check_transport(run))
+            repeat_metrics.append(returns[0].pop("metrics"))
+            result.update(returns[0])
         result["status"] = "completed"
     except ConfigError as error:
         result["error"] = str(error)
         raise
     except ChildFailedError as error:
-        result["error"] = _failure_message(error, job_dir)
+        failed_run = dataclasses.replace(plan, repeat=len(repeat_metrics))
+        result["error"] = _failure_message(error, failed_run)
         log.error("job failed: %s", result["error"])
         raise JobFailed(f"{job_dir}: {result['error']}") from None
     except (KeyboardInterrupt, SignalException) as error:
@@ -157,11 +203,19 @@ def run_job(cfg: DictConfig) -> float:
         result["error"] = f"interrupted ({type(error).__name__}: {error})"
         raise
     finally:
-        if "metrics" not in result:
-            partial = read_json(job_dir / METRICS_FILE)
-            result["metrics"] = partial["metrics"] if partial else {}
+        # A repeat that did not complete keeps what it measured (rank 0 writes metrics.json).
+        if result["status"] != "completed" and (partial := read_json(job_dir / METRICS_FILE)):
+            repeat_metrics.append(partial["metrics"])
+        result["metrics"] = median_metrics(repeat_metrics) if repeat_metrics else {}
+        if len(repeat_metrics) > 1:
+            result["repeat_metrics"] = repeat_metrics
         if plan is not None:
-            _record_hardware(result, plan, job_dir)
+            hardware = read_json(job_dir / HARDWARE_FILE) or {}
+            result["warnings"] = list(hardware.get("warnings", []))
+            if checks:
+                result["transport"] = combine_transports(checks)
+            _write_manifest(plan, job_dir)
+            write_job_summary(plan, result["metrics"], repeat_metrics)
         result["ended_at"] = _now()
         result["duration_s"] = round(time.monotonic() - started, 3)
         write_json(job_dir / RESULT_FILE, result)

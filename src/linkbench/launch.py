@@ -19,7 +19,7 @@ from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from linkbench.plan import JobPlan
-from linkbench.worker import LOG_DIR, worker_main
+from linkbench.worker import worker_main
 
 
 class JobLogsSpecs(LogsSpecs):
@@ -76,7 +76,7 @@ def launch(plan: JobPlan) -> dict[int, Any]:
         monitor_interval=0.5,
         start_method="spawn",
         log_line_prefix_template="[rank${rank}] ",
-        logs_specs=JobLogsSpecs(Path(plan.job_dir) / LOG_DIR),
+        logs_specs=JobLogsSpecs(plan.log_dir),
     )
     saved = dict(os.environ)
     try:

@@ -57,10 +57,18 @@ class JobPlan:
     lr: float
     env: EnvPlan
     notes: list[str]
+    repeat: int = 0
+    """Which of the job's ``repeats`` this plan runs (0-based)."""
 
     @property
     def world_size(self) -> int:
         return self.nproc_per_node
+
+    @property
+    def log_dir(self) -> Path:
+        """Per-rank logs: ``<job>/logs``, or ``<job>/logs/repeat<N>`` for later repeats."""
+        logs = Path(self.job_dir) / "logs"
+        return logs if self.repeat == 0 else logs / f"repeat{self.repeat}"
 
 
 def _require(ok: bool, message: str) -> None:
@@ -80,6 +88,7 @@ def _check_ranges(cfg: DictConfig) -> None:
     )
     _require(cfg.log_every > 0, f"log_every={cfg.log_every} must be positive; e.g. log_every=10.")
     _require(cfg.base_lr > 0, f"base_lr={cfg.base_lr} must be positive.")
+    _require(cfg.repeats >= 1, f"repeats={cfg.repeats} must be at least 1.")
     s = cfg.scaling
     _require(
         s.reference_batch > 0, f"scaling.reference_batch={s.reference_batch} must be positive."

@@ -226,6 +226,10 @@ class Config:
     log_every: int = 10
     seed: int = 0
     base_lr: float = MISSING
+    repeats: int = 1
+    """Times the job's measurement runs, each in a fresh world of processes; metrics are medians."""
+    resume: bool = False
+    """Skip this job if its directory already holds a completed result.json."""
 
 
 def register_schema() -> None:

@@ -1,10 +1,12 @@
-"""What rank 0 writes to TensorBoard: scalars, the resolved config as text, and hparams.
+"""TensorBoard: rank 0's time series and texts, and the launching process's job summary.
 
-The writer's log directory is the job's output directory, so ``tensorboard --logdir`` on a
-sweep directory shows one run per job. The hparams summaries are written into the writer's own
-event file (``SummaryWriter.add_hparams`` would make a timestamped sub-run), with the same
-hparam keys and metric tags in every job, as the HParams dashboard reads its columns from one
-run only.
+The log directory of both is the job's output directory, so ``tensorboard --logdir`` on a
+sweep directory shows one run per job. Rank 0 writes the step series during the job (the
+first repeat only). When the job ends, the launching process writes, once, the final metrics
+(``final/*``: medians over repeats), every repeat's headline (``repeats/*``), the HParams
+summaries and a custom-scalars layout. The hparams summaries go into the run's own event file
+(``SummaryWriter.add_hparams`` would make a timestamped sub-run) with the same hparam keys and
+metric tags in every job of a sweep, as the HParams dashboard reads its columns from one run.
 """
 
 from __future__ import annotations
@@ -17,20 +19,54 @@ from torch.utils.tensorboard.summary import hparams
 
 from linkbench.plan import JobPlan
 
-# One list for every task, so every job of any sweep declares the same metric columns.
-METRIC_TAGS = (
-    "perf/samples_per_sec",
-    "perf/samples_per_sec_per_device",
-    "perf/step_time_ms",
-    "perf/comm_exposed_ms",
-    "perf/comm_fraction",
-    "perf/busbw_gbps_peak",
-    "train/loss",
-)
+# result.json metric -> final/ tag; one list for every task, so every job of any sweep
+# declares the same HParams metric columns.
+FINAL_METRICS = {
+    "samples_per_sec": "final/samples_per_sec",
+    "samples_per_sec_per_device": "final/samples_per_sec_per_device",
+    "step_time_ms": "final/step_time_ms",
+    "comm_exposed_ms": "final/comm_exposed_ms",
+    "comm_fraction": "final/comm_fraction",
+    "busbw_gbps_peak": "final/busbw_gbps_peak",
+    "final_loss": "final/loss",
+}
+METRIC_TAGS = tuple(FINAL_METRICS.values())
+CUSTOM_SCALARS = {
+    "throughput": {
+        "samples/s (global)": ["Multiline", ["perf/samples_per_sec$"]],
+        "samples/s per device": ["Multiline", ["perf/samples_per_sec_per_device"]],
+        "all_reduce busbw GB/s by log2(bytes)": ["Multiline", ["collectives/all_reduce/busbw"]],
+    },
+    "step time": {"ms/step": ["Multiline", ["perf/step_time_ms", "perf/compute_step_ms"]]},
+    "communication": {
+        "exposed ms": ["Multiline", ["perf/comm_exposed_ms"]],
+        "fraction of step": ["Multiline", ["perf/comm_fraction"]],
+    },
+}
+
+
+def _typed(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def swept_values(overrides: list[str]) -> dict[str, Any]:
+    """key -> value of a job's command-line overrides (``+``/``~`` stripped, hydra.* left out)."""
+    values = {}
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if key and not key.startswith("hydra.") and key not in ("resume", "experiment"):
+            values[key] = _typed(value)
+    return values
 
 
 def hparams_of(plan: JobPlan) -> dict[str, Any]:
-    """The fixed set of hparams every job logs (None becomes the string "none")."""
+    """The fixed set of hparams every job logs, plus the keys its overrides set."""
     c = plan.config
     values = {
         "task": c["task"]["name"],
@@ -51,6 +87,8 @@ def hparams_of(plan: JobPlan) -> dict[str, Any]:
         "ddp.static_graph": c["ddp"]["static_graph"],
         "ddp.gradient_as_bucket_view": c["ddp"]["gradient_as_bucket_view"],
     }
+    for key, value in swept_values(plan.overrides).items():
+        values.setdefault(key, value)
     return {k: "none" if v is None else v for k, v in values.items()}
 
 
@@ -84,23 +122,47 @@ def hardware_markdown(hardware: dict[str, Any]) -> str:
 
 
 class Board:
-    """Rank 0's TensorBoard writer for one job."""
+    """Rank 0's TensorBoard writer for one job; silent for repeats after the first."""
 
     def __init__(self, plan: JobPlan, hardware: dict[str, Any] | None = None) -> None:
+        self.writer = None
+        if plan.repeat > 0:
+            return
         self.writer = SummaryWriter(log_dir=plan.job_dir, flush_secs=30)
         config_yaml = OmegaConf.to_yaml(OmegaConf.create(plan.config))
         self.writer.add_text("config", as_markdown_code(config_yaml))
         self.writer.add_text("overrides", as_markdown_code("\n".join(plan.overrides) or "(none)"))
         if hardware is not None:
             self.writer.add_text("hardware", hardware_markdown(hardware))
-        for summary in hparams(hparams_of(plan), dict.fromkeys(METRIC_TAGS, 0.0)):
-            self.writer.file_writer.add_summary(summary)
         self.writer.flush()
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
+        if self.writer is None:
+            return
         for tag, value in values.items():
             self.writer.add_scalar(tag, value, step)
         self.writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
+
+
+def write_job_summary(
+    plan: JobPlan, metrics: dict[str, Any], repeat_metrics: list[dict[str, Any]]
+) -> None:
+    """The launching process's once-per-job record: hparams, final/* and repeats/* scalars."""
+    writer = SummaryWriter(log_dir=plan.job_dir)
+    try:
+        for summary in hparams(hparams_of(plan), dict.fromkeys(METRIC_TAGS, 0.0)):
+            writer.file_writer.add_summary(summary)
+        writer.add_custom_scalars(CUSTOM_SCALARS)
+        for key, tag in FINAL_METRICS.items():
+            if isinstance(metrics.get(key), (int, float)):
+                writer.add_scalar(tag, metrics[key], 0)
+        for repeat, values in enumerate(repeat_metrics):
+            for key in ("samples_per_sec", "step_time_ms", "busbw_gbps_peak"):
+                if isinstance(values.get(key), (int, float)):
+                    writer.add_scalar(f"repeats/{key}", values[key], repeat)
+    finally:
+        writer.close()

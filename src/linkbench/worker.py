@@ -30,15 +30,10 @@ from linkbench.train import train
 from linkbench.transport import nccl_debug_env
 
 log = logging.getLogger("linkbench")
-LOG_DIR = "logs"
 TASKS: dict[str, Callable[[JobPlan, Rank, Board | None], dict[str, Any]]] = {
     "train": train,
     "allreduce": run_collectives,
 }
-
-
-def nccl_log_file(job_dir: str, rank: int) -> Path:
-    return Path(job_dir) / LOG_DIR / f"nccl.rank{rank}.log"
 
 
 def _setup_logging() -> None:
@@ -97,7 +92,8 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     apply_env(plan.env.applied)
     rank = int(os.environ["RANK"])
     if plan.backend == "nccl":
-        apply_env(nccl_debug_env(str(nccl_log_file(plan.job_dir, rank)), dict(os.environ)))
+        log_file = plan.log_dir / f"nccl.rank{rank}.log"
+        apply_env(nccl_debug_env(str(log_file), dict(os.environ)))
     _setup_logging()
     local_rank = int(os.environ["LOCAL_RANK"])
     device = _setup_device(plan, local_rank)

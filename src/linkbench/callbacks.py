@@ -1,0 +1,73 @@
+"""Hydra callback that keeps a sweep's summary current and prints it when the sweep ends.
+
+The summary is rebuilt from the jobs' result.json files after every job, so it exists even
+when a job failed (Hydra then skips ``on_multirun_end``) and a remote launcher's jobs are
+covered by ``python -m linkbench.report``. It is printed after the sweep's last job, counted
+from the sweep's overrides the way Hydra's basic sweeper expands them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from linkbench.report import SUMMARY_MD, write_summary
+
+log = logging.getLogger("linkbench")
+
+
+def expected_jobs(config: DictConfig) -> int | None:
+    """How many jobs the basic sweeper makes of these overrides (None if unknown)."""
+    try:
+        params = config.hydra.sweeper.get("params") or {}
+        arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+        by_key = {
+            o.get_key_element(): o for o in OverridesParser.create().parse_overrides(arguments)
+        }
+        sizes = [
+            len(list(o.sweep_string_iterator())) for o in by_key.values() if o.is_sweep_override()
+        ]
+        return math.prod(sizes)
+    except Exception:  # another sweeper, or syntax the basic sweeper alone understands
+        return None
+
+
+class SweepSummary(Callback):
+    """Registered in conf/config.yaml under hydra.callbacks."""
+
+    def __init__(self, baseline: str = "pcie") -> None:
+        self.baseline = baseline
+        self.expected: int | None = None
+        self.finished = 0
+        self.printed = False
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.expected = expected_jobs(config)
+        self.finished = 0
+        self.printed = False
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        self.finished += 1
+        text = write_summary(Path(config.hydra.sweep.dir), self.baseline)
+        if text and self.expected is not None and self.finished >= self.expected:
+            self._print(Path(config.hydra.sweep.dir), text)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not self.printed:
+            sweep_dir = Path(config.hydra.sweep.dir)
+            text = write_summary(sweep_dir, self.baseline)
+            if text:
+                self._print(sweep_dir, text)
+
+    def _print(self, sweep_dir: Path, text: str) -> None:
+        self.printed = True
+        print(f"\n{text}\n(summary: {sweep_dir / SUMMARY_MD}, summary.csv and plots beside it)")
