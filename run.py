@@ -4,13 +4,15 @@ Each Hydra job starts its own world of DDP worker processes and returns its glob
 samples/s, so Hydra's sweepers can optimise it. Everything else lives in src/linkbench.
 """
 
+from pathlib import Path
+
 import hydra
 from omegaconf import DictConfig
 
 from linkbench.app import run_job
-from linkbench.schema import register_schema
+from linkbench.schema import register
 
-register_schema()
+register(project_root=Path(__file__).resolve().parent)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

@@ -12,14 +12,14 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from linkbench.schema import register_schema
+from linkbench.schema import register
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 # A job that finishes in a few seconds on two CPU cores.
 QUICK = ["steps=6", "warmup_steps=2", "log_every=2", "batch=4"]
 
-register_schema()
+register(project_root=REPO)
 
 
 @pytest.fixture

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+from linkbench.callbacks import sweep_dimensions
 from linkbench.errors import ConfigError, JobFailed
 from linkbench.launch import launch
 from linkbench.nccl_log import parse_files
@@ -30,6 +32,7 @@ from linkbench.results import (
     HARDWARE_FILE,
     MANIFEST_FILE,
     METRICS_FILE,
+    RERUN_FILE,
     RESULT_FILE,
     read_json,
     write_json,
@@ -149,6 +152,24 @@ def _write_manifest(plan: JobPlan, job_dir: Path) -> None:
     write_json(job_dir / MANIFEST_FILE, manifest)
 
 
+def write_rerun_config(plan: JobPlan, job_dir: Path) -> None:
+    """rerun.yaml: the resolved config with this machine's choices pinned (devices, backend),
+    for ``python run.py --config-path <job> --config-name rerun``."""
+    pinned = {**plan.config, "devices": plan.nproc_per_node, "resume": False}
+    pinned["backend"] = {**plan.config["backend"], "name": plan.backend}
+    header = f"# Rerun this job: python run.py --config-path {job_dir} --config-name rerun\n"
+    (job_dir / RERUN_FILE).write_text(header + OmegaConf.to_yaml(OmegaConf.create(pinned)))
+
+
+def _swept(hydra_cfg: DictConfig) -> set[str]:
+    """The keys this job's sweep varies (from the sweep's multirun.yaml), for TensorBoard."""
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return set()
+    saved = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
+    dimensions = sweep_dimensions(OmegaConf.load(saved).hydra) if saved.is_file() else None
+    return {key for key, count in (dimensions or {}).items() if count > 1}
+
+
 def _completed_result(job_dir: Path) -> dict[str, Any] | None:
     previous = read_json(job_dir / RESULT_FILE)
     return previous if previous and previous.get("status") == "completed" else None
@@ -170,6 +191,7 @@ def run_job(cfg: DictConfig) -> float:
     checks: list[dict[str, Any]] = []
     try:
         plan = make_plan(cfg, str(job_dir), overrides)
+        write_rerun_config(plan, job_dir)
         result.update(describe_plan(plan))
         for note in plan.notes:
             log.warning(note)
@@ -215,7 +237,8 @@ def run_job(cfg: DictConfig) -> float:
             if checks:
                 result["transport"] = combine_transports(checks)
             _write_manifest(plan, job_dir)
-            write_job_summary(plan, result["metrics"], repeat_metrics)
+            completed = result["status"] == "completed"
+            write_job_summary(plan, result["metrics"], repeat_metrics, completed, _swept(hydra_cfg))
         result["ended_at"] = _now()
         result["duration_s"] = round(time.monotonic() - started, 3)
         write_json(job_dir / RESULT_FILE, result)

@@ -23,20 +23,27 @@ from linkbench.report import SUMMARY_MD, write_summary
 log = logging.getLogger("linkbench")
 
 
-def expected_jobs(config: DictConfig) -> int | None:
-    """How many jobs the basic sweeper makes of these overrides (None if unknown)."""
+def sweep_dimensions(hydra_node: DictConfig) -> dict[str, int] | None:
+    """key -> number of values, for every key a multirun's overrides and sweeper params sweep
+    (as the basic sweeper expands them); None when that cannot be worked out."""
     try:
-        params = config.hydra.sweeper.get("params") or {}
-        arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
-        by_key = {
-            o.get_key_element(): o for o in OverridesParser.create().parse_overrides(arguments)
+        params = hydra_node.sweeper.get("params") or {}
+        arguments = [f"{k}={v}" for k, v in params.items()] + list(hydra_node.overrides.task)
+        parsed = OverridesParser.create().parse_overrides(arguments)
+        by_key = {o.get_key_element().lstrip("+~"): o for o in parsed}
+        return {
+            key: len(list(o.sweep_string_iterator()))
+            for key, o in by_key.items()
+            if o.is_sweep_override()
         }
-        sizes = [
-            len(list(o.sweep_string_iterator())) for o in by_key.values() if o.is_sweep_override()
-        ]
-        return math.prod(sizes)
     except Exception:  # another sweeper, or syntax the basic sweeper alone understands
         return None
+
+
+def expected_jobs(config: DictConfig) -> int | None:
+    """How many jobs the basic sweeper makes of this multirun (None if unknown)."""
+    dimensions = sweep_dimensions(config.hydra)
+    return None if dimensions is None else math.prod(dimensions.values())
 
 
 class SweepSummary(Callback):

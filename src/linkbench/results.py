@@ -15,6 +15,7 @@ RESULT_FILE = "result.json"
 METRICS_FILE = "metrics.json"
 HARDWARE_FILE = "hardware.json"
 MANIFEST_FILE = "manifest.json"
+RERUN_FILE = "rerun.yaml"
 
 
 def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 
 class Choice(str, Enum):
@@ -235,3 +236,11 @@ class Config:
 def register_schema() -> None:
     """Store :class:`Config` as ``linkbench_schema`` (idempotent)."""
     ConfigStore.instance().store(name="linkbench_schema", node=Config)
+
+
+def register(project_root: Path) -> None:
+    """Register the schema, and ``${linkbench_root:}`` (the folder holding run.py and
+    experiments/) for conf/config.yaml's search path, so +experiment works from any directory."""
+    register_schema()
+    if not OmegaConf.has_resolver("linkbench_root"):
+        OmegaConf.register_new_resolver("linkbench_root", lambda: str(project_root))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from omegaconf import OmegaConf
+from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
@@ -66,7 +67,7 @@ def swept_values(overrides: list[str]) -> dict[str, Any]:
 
 
 def hparams_of(plan: JobPlan) -> dict[str, Any]:
-    """The fixed set of hparams every job logs, plus the keys its overrides set."""
+    """The keys the job's overrides set, then the fixed set every job logs."""
     c = plan.config
     values = {
         "task": c["task"]["name"],
@@ -87,9 +88,8 @@ def hparams_of(plan: JobPlan) -> dict[str, Any]:
         "ddp.static_graph": c["ddp"]["static_graph"],
         "ddp.gradient_as_bucket_view": c["ddp"]["gradient_as_bucket_view"],
     }
-    for key, value in swept_values(plan.overrides).items():
-        values.setdefault(key, value)
-    return {k: "none" if v is None else v for k, v in values.items()}
+    ordered = {**swept_values(plan.overrides), **values}
+    return {k: "none" if v is None else v for k, v in ordered.items()}
 
 
 def as_markdown_code(text: str) -> str:
@@ -148,13 +148,39 @@ class Board:
             self.writer.close()
 
 
+def _edit_plugin_data(summary: Any, edit: Any) -> None:
+    """Apply ``edit`` to the HParamsPluginData inside one of torch's hparams summaries."""
+    value = summary.value[0]
+    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+    edit(data)
+    value.metadata.plugin_data.content = data.SerializeToString()
+
+
 def write_job_summary(
-    plan: JobPlan, metrics: dict[str, Any], repeat_metrics: list[dict[str, Any]]
+    plan: JobPlan,
+    metrics: dict[str, Any],
+    repeat_metrics: list[dict[str, Any]],
+    completed: bool,
+    swept: set[str],
 ) -> None:
-    """The launching process's once-per-job record: hparams, final/* and repeats/* scalars."""
+    """The launching process's once-per-job record: hparams (``swept`` keys marked as the
+    ones that differ, the session failed unless ``completed``), final/* and repeats/* scalars."""
+    experiment, start, end = hparams(hparams_of(plan), dict.fromkeys(METRIC_TAGS, 0.0))
+
+    def mark_differs(data: Any) -> None:
+        for info in data.experiment.hparam_infos:
+            info.differs = info.name in swept
+
+    def mark_status(data: Any) -> None:
+        data.session_end_info.status = (
+            api_pb2.STATUS_SUCCESS if completed else api_pb2.STATUS_FAILURE
+        )
+
+    _edit_plugin_data(experiment, mark_differs)
+    _edit_plugin_data(end, mark_status)
     writer = SummaryWriter(log_dir=plan.job_dir)
     try:
-        for summary in hparams(hparams_of(plan), dict.fromkeys(METRIC_TAGS, 0.0)):
+        for summary in (experiment, start, end):
             writer.file_writer.add_summary(summary)
         writer.add_custom_scalars(CUSTOM_SCALARS)
         for key, tag in FINAL_METRICS.items():
