@@ -34,28 +34,31 @@ class Config:
     settings: tuple[tuple[str, Any], ...]
     jobs: list[dict[str, Any]] = field(default_factory=list)
 
-    def values(self, key: str) -> list[float]:
-        """Every repeat's value of ``key`` (all repeats of all completed jobs)."""
+    def runs(self) -> list[dict[str, Any]]:
+        """Every repeat's metrics, of every completed job."""
         out = []
         for job in self.jobs:
-            if job.get("status") != "completed":
-                continue
-            runs = job.get("repeat_metrics") or [job["metrics"]]
-            out += [m[key] for m in runs if isinstance(m.get(key), (int, float))]
+            if job.get("status") == "completed":
+                out += job.get("repeat_metrics") or [job["metrics"]]
         return out
 
+    def values(self, key: str) -> list[float]:
+        return [m[key] for m in self.runs() if isinstance(m.get(key), (int, float))]
+
     def noise(self, key: str) -> tuple[float, float, float] | None:
-        """(median, min, max) of ``key``; one run's range comes from its timing windows."""
+        """(median over runs, min, max); for samples/s the range also spans every run's
+        timing windows, so one run still shows how much its throughput moved."""
         values = self.values(key)
         if not values:
             return None
-        if len(values) == 1 and key == "samples_per_sec":
-            m = next(j["metrics"] for j in self.jobs if j.get("status") == "completed")
-            if "step_time_ms_max" in m:
-                samples_ms = m["samples_per_sec"] * m["step_time_ms"]  # global batch x 1000
-                slowest, fastest = m["step_time_ms_max"], m["step_time_ms_min"]
-                return values[0], samples_ms / slowest, samples_ms / fastest
-        return statistics.median(values), min(values), max(values)
+        low, high = min(values), max(values)
+        if key == "samples_per_sec":
+            for m in self.runs():
+                if "step_time_ms_max" in m:
+                    samples_ms = m["samples_per_sec"] * m["step_time_ms"]  # global batch x 1000
+                    low = min(low, samples_ms / m["step_time_ms_max"])
+                    high = max(high, samples_ms / m["step_time_ms_min"])
+        return statistics.median(values), low, high
 
 
 def load_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
@@ -174,7 +177,7 @@ def markdown(sweep_dir: Path, rows: list[dict], configs: list[Config], baseline:
                 "",
             ]
         out += [*lines, ""]
-    out += ["## Configurations (median [min-max] over repeats)", ""]
+    out += ["## Configurations: median [min-max over runs and their timing windows]", ""]
     for config in configs:
         task = next((j.get("task", "train") for j in config.jobs), "train")
         key, unit = HEADLINES.get(task, HEADLINES["train"])
@@ -182,7 +185,7 @@ def markdown(sweep_dir: Path, rows: list[dict], configs: list[Config], baseline:
         name = ", ".join(f"{k}={v}" for k, v in config.settings) or "(one configuration)"
         shown = f"{stats[0]:,.1f} [{stats[1]:,.1f}-{stats[2]:,.1f}] {unit}" if stats else "no data"
         runs = len(config.values(key))
-        source = f"{runs} runs" if runs > 1 else "1 run; range over its timing windows"
+        source = f"{runs} runs" if runs > 1 else "1 run"
         out.append(f"- {name}: {shown} ({source})")
     out += ["", "## Jobs", ""]
     if rows:
