@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,33 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+@dataclass
+class Ran:
+    """A command-line run shared by several tests: its output directory and process."""
+
+    path: Path
+    done: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="session")
+def default_job(tmp_path_factory) -> Ran:
+    """The default job, shortened, with 2 repeats and a 3-step communication probe."""
+    job = tmp_path_factory.mktemp("default") / "job"
+    done = run_cli([*QUICK, "repeats=2", "task.no_sync_steps=3", f"hydra.run.dir={job}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Ran(job, done)
+
+
+@pytest.fixture(scope="session")
+def cpu_sweep(tmp_path_factory) -> Ran:
+    """The committed cpu_smoke experiment (2 x 2 jobs, one run each), pcie jobs first, with
+    NCCL_P2P_DISABLE=0 and NCCL_DEBUG=WARN exported as a user might have them."""
+    sweep = tmp_path_factory.mktemp("cpu_sweep") / "sweep"
+    pcie_first = "hydra.sweeper.params.interconnect='pcie,nvlink'"
+    args = ["-m", "+experiment=cpu_smoke", "repeats=1", pcie_first]
+    env = clean_env() | {"NCCL_P2P_DISABLE": "0", "NCCL_DEBUG": "WARN"}
+    done = run_cli([*args, f"hydra.sweep.dir={sweep}"], env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Ran(sweep, done)
