@@ -175,6 +175,47 @@ def _completed_result(job_dir: Path) -> dict[str, Any] | None:
     return previous if previous and previous.get("status") == "completed" else None
 
 
+def _run_repeats(plan: JobPlan, result: dict, repeat_metrics: list, checks: list) -> None:
+    """Launch the job's world ``repeats`` times, collecting metrics and transport checks."""
+    repeats = plan.config["repeats"]
+    for repeat in range(repeats):
+        run = dataclasses.replace(plan, repeat=repeat)
+        log.info(
+            "job %s: %s on %d %s worker(s), backend %s, interconnect %s%s",
+            plan.job_dir, result["task"], plan.world_size, plan.device_type, plan.backend,
+            result["interconnect"], f", run {repeat + 1}/{repeats}" if repeats > 1 else "",
+        )  # fmt: skip
+        (Path(plan.job_dir) / METRICS_FILE).unlink(missing_ok=True)
+        try:
+            returns = launch(run)
+        finally:
+            checks.append(check_transport(run))
+        repeat_metrics.append(returns[0].pop("metrics"))
+        result.update(returns[0])
+
+
+def _finish(result: dict, plan: JobPlan | None, repeat_metrics: list, checks: list) -> None:
+    """Fill in what the job measured, whatever its status, and write its files."""
+    job_dir = Path(result["job_dir"])
+    # A run that did not complete keeps what it measured (rank 0 writes metrics.json).
+    if result["status"] != "completed" and (partial := read_json(job_dir / METRICS_FILE)):
+        repeat_metrics.append(partial["metrics"])
+    result["metrics"] = median_metrics(repeat_metrics) if repeat_metrics else {}
+    if len(repeat_metrics) > 1:
+        result["repeat_metrics"] = repeat_metrics
+    if plan is not None:
+        hardware = read_json(job_dir / HARDWARE_FILE) or {}
+        result["warnings"] = list(hardware.get("warnings", []))
+        if checks:
+            result["transport"] = combine_transports(checks)
+        _write_manifest(plan, job_dir)
+        completed = result["status"] == "completed"
+        swept = _swept(HydraConfig.get())
+        write_job_summary(plan, result["metrics"], repeat_metrics, completed, swept)
+    result["ended_at"] = _now()
+    write_json(job_dir / RESULT_FILE, result)
+
+
 def run_job(cfg: DictConfig) -> float:
     """Plan, launch (``repeats`` times) and record one job; returns its headline metric."""
     hydra_cfg = HydraConfig.get()
@@ -195,22 +236,7 @@ def run_job(cfg: DictConfig) -> float:
         result.update(describe_plan(plan))
         for note in plan.notes:
             log.warning(note)
-        for repeat in range(plan.config["repeats"]):
-            run = dataclasses.replace(plan, repeat=repeat)
-            log.info(
-                "job %s: %s on %d %s worker(s), backend %s, interconnect %s%s",
-                job_dir, result["task"], plan.world_size, plan.device_type, plan.backend,
-                result["interconnect"],
-                f", repeat {repeat + 1}/{plan.config['repeats']}" if plan.config["repeats"] > 1
-                else "",
-            )  # fmt: skip
-            (job_dir / METRICS_FILE).unlink(missing_ok=True)
-            try:
-                returns = launch(run)
-            finally:
-                checks.append(check_transport(run))
-            repeat_metrics.append(returns[0].pop("metrics"))
-            result.update(returns[0])
+        _run_repeats(plan, result, repeat_metrics, checks)
         result["status"] = "completed"
     except ConfigError as error:
         result["error"] = str(error)
@@ -224,31 +250,19 @@ def run_job(cfg: DictConfig) -> float:
         result["status"] = "interrupted"
         result["error"] = f"interrupted ({type(error).__name__}: {error})"
         raise
+    except Exception as error:  # the launcher itself failed (rendezvous, ...): keep the record
+        result["error"] = f"{type(error).__name__}: {error}"
+        raise
     finally:
-        # A repeat that did not complete keeps what it measured (rank 0 writes metrics.json).
-        if result["status"] != "completed" and (partial := read_json(job_dir / METRICS_FILE)):
-            repeat_metrics.append(partial["metrics"])
-        result["metrics"] = median_metrics(repeat_metrics) if repeat_metrics else {}
-        if len(repeat_metrics) > 1:
-            result["repeat_metrics"] = repeat_metrics
-        if plan is not None:
-            hardware = read_json(job_dir / HARDWARE_FILE) or {}
-            result["warnings"] = list(hardware.get("warnings", []))
-            if checks:
-                result["transport"] = combine_transports(checks)
-            _write_manifest(plan, job_dir)
-            completed = result["status"] == "completed"
-            write_job_summary(plan, result["metrics"], repeat_metrics, completed, _swept(hydra_cfg))
-        result["ended_at"] = _now()
         result["duration_s"] = round(time.monotonic() - started, 3)
-        write_json(job_dir / RESULT_FILE, result)
+        _finish(result, plan, repeat_metrics, checks)
     return _report(result)
 
 
 def _report(result: dict[str, Any]) -> float:
     metrics = result["metrics"]
-    headline = HEADLINE[result["task"]]
-    if result["task"] == "train":
+    task = result.get("task", "train")
+    if task == "train":
         log.info(
             "done: %.1f samples/s, %.2f ms/step, exposed communication %.2f ms (%.0f%%), "
             "final loss %.4f -> %s",
@@ -265,4 +279,4 @@ def _report(result: dict[str, Any]) -> float:
             metrics["peak_op"], metrics["busbw_gbps_peak"], f"{metrics['peak_bytes']:,}",
             Path(result["job_dir"]) / RESULT_FILE,
         )  # fmt: skip
-    return float(metrics.get(headline, 0.0))
+    return float(metrics.get(HEADLINE[task], 0.0))
