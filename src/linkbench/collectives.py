@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from linkbench.plan import JobPlan
-from linkbench.rank import Rank
+from linkbench.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.tensorboard_log import Board
 from linkbench.timing import WindowTimer
 
@@ -63,22 +63,13 @@ def message_sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
 def _buffers(op: str, count: int, world: int, dtype: torch.dtype, device: torch.device):
     """The call to time, on preallocated tensors; ``count`` elements in the whole array."""
     if op == "all_reduce":
-        tensor = torch.ones(count, dtype=dtype, device=device)
+        tensor = torch.zeros(count, dtype=dtype, device=device)  # sums stay finite
         return lambda: dist.all_reduce(tensor)
-    shard = torch.ones(count // world, dtype=dtype, device=device)
+    shard = torch.zeros(count // world, dtype=dtype, device=device)
     full = torch.empty(count // world * world, dtype=dtype, device=device)
     if op == "all_gather":
         return lambda: dist.all_gather_into_tensor(full, shard)
     return lambda: dist.reduce_scatter_tensor(shard, full)
-
-
-def _mean_and_max(value: float, device: torch.device, world: int) -> tuple[float, float]:
-    buf = torch.tensor([value, value], dtype=torch.float64, device=device)
-    total = buf[:1].clone()
-    dist.all_reduce(total)
-    peak = buf[1:].clone()
-    dist.all_reduce(peak, op=dist.ReduceOp.MAX)
-    return total.item() / world, peak.item()
 
 
 def time_collective(
@@ -95,7 +86,8 @@ def time_collective(
     timer.start()
     for _ in range(task["iters"]):
         call()
-    mean_ms, max_ms = _mean_and_max(timer.lap() / task["iters"], device, world)
+    call_ms = timer.lap() / task["iters"]
+    mean_ms, max_ms = sum_over_ranks(call_ms, device) / world, max_over_ranks(call_ms, device)
     actual_bytes = count * element
     algbw, busbw = bandwidths_gbps(op, actual_bytes, mean_ms / 1e3, world)
     return {

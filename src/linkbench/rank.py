@@ -20,8 +20,18 @@ class Rank:
         return self.rank == 0
 
 
-def max_over_ranks(value: float, device: torch.device) -> float:
-    """The largest ``value`` of any rank (a collective: every rank must call it)."""
-    buf = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(buf, op=dist.ReduceOp.MAX)
+def _reduce(value: float | torch.Tensor, device: torch.device, op: dist.ReduceOp) -> float:
+    buf = torch.as_tensor(value, dtype=torch.float64, device=device).detach().reshape(1).clone()
+    dist.all_reduce(buf, op=op)
     return buf.item()
+
+
+def sum_over_ranks(value: float | torch.Tensor, device: torch.device) -> float:
+    """The sum of every rank's ``value`` (a collective: every rank must call it; gloo has
+    no AVG, so means are sums divided by the world size)."""
+    return _reduce(value, device, dist.ReduceOp.SUM)
+
+
+def max_over_ranks(value: float | torch.Tensor, device: torch.device) -> float:
+    """The largest ``value`` of any rank (a collective: every rank must call it)."""
+    return _reduce(value, device, dist.ReduceOp.MAX)

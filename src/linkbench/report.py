@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from linkbench.results import RESULT_FILE, read_json
-from linkbench.tensorboard_log import swept_values
+from linkbench.results import RESULT_FILE, override_values, read_json
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
@@ -76,7 +75,7 @@ def swept_keys(results: list[dict[str, Any]]) -> list[str]:
     """Override keys whose values differ between the jobs, in first-seen order."""
     seen: dict[str, set] = {}
     for result in results:
-        for key, value in swept_values(result.get("overrides", [])).items():
+        for key, value in override_values(result.get("overrides", [])).items():
             seen.setdefault(key, set()).add(str(value))
     return [k for k, values in seen.items() if len(values) > 1]
 
@@ -91,7 +90,7 @@ def group(results: list[dict[str, Any]], keys: list[str]) -> list[Config]:
     configs: dict[tuple, Config] = {}
     settings_keys = [k for k in keys if k not in REPEAT_KEYS]
     for result in results:
-        values = swept_values(result.get("overrides", []))
+        values = override_values(result.get("overrides", []))
         settings = tuple((k, values.get(k)) for k in settings_keys)
         configs.setdefault(settings, Config(settings)).jobs.append(result)
     return sorted(configs.values(), key=lambda c: _order(c.settings))
@@ -125,7 +124,7 @@ def job_rows(results: list[dict], keys: list[str], configs: list[Config], baseli
             headline, _ = HEADLINES.get(task, HEADLINES["train"])
             metrics, transport = job.get("metrics", {}), job.get("transport") or {}
             gain = speedup(config, configs, headline, baseline)
-            values = swept_values(job.get("overrides", []))
+            values = override_values(job.get("overrides", []))
             rows.append(
                 {
                     **{k: values.get(k) for k in keys},

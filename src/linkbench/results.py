@@ -1,4 +1,5 @@
-"""The JSON files a job leaves in its output directory (result, metrics, hardware, manifest).
+"""The JSON files a job leaves in its output directory (result, metrics, hardware, manifest),
+and the overrides they record.
 
 Writes are atomic (a temporary file renamed into place), so a reader never sees half a file
 and a crash never destroys the last good copy.
@@ -31,3 +32,24 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+def _typed(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def override_values(overrides: list[str]) -> dict[str, Any]:
+    """key -> value of a job's overrides as result.json records them (``+``/``~`` stripped;
+    hydra.*, resume and experiment left out; numbers as numbers)."""
+    values = {}
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if key and not key.startswith("hydra.") and key not in ("resume", "experiment"):
+            values[key] = _typed(value)
+    return values

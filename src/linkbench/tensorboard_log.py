@@ -19,6 +19,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
 from linkbench.plan import JobPlan
+from linkbench.results import override_values
 
 # result.json metric -> final/ tag; one list for every task, so every job of any sweep
 # declares the same HParams metric columns.
@@ -46,26 +47,6 @@ CUSTOM_SCALARS = {
 }
 
 
-def _typed(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
-def swept_values(overrides: list[str]) -> dict[str, Any]:
-    """key -> value of a job's command-line overrides (``+``/``~`` stripped, hydra.* left out)."""
-    values = {}
-    for override in overrides:
-        key, _, value = override.partition("=")
-        key = key.lstrip("+~")
-        if key and not key.startswith("hydra.") and key not in ("resume", "experiment"):
-            values[key] = _typed(value)
-    return values
-
-
 def hparams_of(plan: JobPlan) -> dict[str, Any]:
     """The keys the job's overrides set, then the fixed set every job logs."""
     c = plan.config
@@ -88,7 +69,7 @@ def hparams_of(plan: JobPlan) -> dict[str, Any]:
         "ddp.static_graph": c["ddp"]["static_graph"],
         "ddp.gradient_as_bucket_view": c["ddp"]["gradient_as_bucket_view"],
     }
-    ordered = {**swept_values(plan.overrides), **values}
+    ordered = {**override_values(plan.overrides), **values}
     return {k: "none" if v is None else v for k, v in ordered.items()}
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LambdaLR
 
@@ -26,7 +25,7 @@ from linkbench.data import make_batches
 from linkbench.models import build_model, loss_fn
 from linkbench.optim import build_optimizer, build_schedule
 from linkbench.plan import JobPlan
-from linkbench.rank import Rank, max_over_ranks
+from linkbench.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.results import METRICS_FILE, write_json
 from linkbench.tensorboard_log import Board
 from linkbench.timing import WindowTimer
@@ -44,13 +43,6 @@ class Window:
     @property
     def step_ms(self) -> float:
         return self.ms / self.steps
-
-
-def _global_mean(total: torch.Tensor, count: int, world_size: int) -> float:
-    """Mean over every rank's ``count`` values summing to ``total`` (gloo has no AVG)."""
-    buf = total.detach().float().reshape(1).clone()
-    dist.all_reduce(buf)
-    return buf.item() / (count * world_size)
 
 
 def summarize(plan: JobPlan, windows: list[Window], timed_ms: float, final_loss: float) -> dict:
@@ -134,7 +126,7 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
             scalars["perf/step_time_ms"] = window.step_ms
             scalars["perf/samples_per_sec"] = plan.global_batch / (window.step_ms / 1e3)
             scalars["perf/samples_per_sec_per_device"] = cfg["batch"] / (window.step_ms / 1e3)
-        mean_loss = _global_mean(loss_sum, loss_count, me.world_size)
+        mean_loss = sum_over_ranks(loss_sum, device) / (loss_count * me.world_size)
         scalars["train/loss"] = mean_loss
         loss_sum.zero_()
         loss_count = 0
