@@ -34,6 +34,7 @@ from linkbench.results import (
     METRICS_FILE,
     RERUN_FILE,
     RESULT_FILE,
+    headline,
     read_json,
     write_json,
 )
@@ -42,8 +43,6 @@ from linkbench.topology import versions
 from linkbench.transport import verify
 
 log = logging.getLogger("linkbench")
-# The metric run.py returns to Hydra (and sweepers optimise), per task.
-HEADLINE = {"train": "samples_per_sec", "allreduce": "busbw_gbps_peak"}
 
 
 def _now() -> str:
@@ -138,8 +137,8 @@ def median_metrics(repeat_metrics: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _write_manifest(plan: JobPlan, job_dir: Path) -> None:
-    hardware = read_json(job_dir / HARDWARE_FILE) or {"versions": versions()}
+def _write_manifest(plan: JobPlan, job_dir: Path, hardware: dict[str, Any]) -> None:
+    hardware = hardware or {"versions": versions()}
     manifest = {
         "config": plan.config,
         "overrides": plan.overrides,
@@ -208,7 +207,7 @@ def _finish(result: dict, plan: JobPlan | None, repeat_metrics: list, checks: li
         result["warnings"] = list(hardware.get("warnings", []))
         if checks:
             result["transport"] = combine_transports(checks)
-        _write_manifest(plan, job_dir)
+        _write_manifest(plan, job_dir, hardware)
         completed = result["status"] == "completed"
         swept = _swept(HydraConfig.get())
         write_job_summary(plan, result["metrics"], repeat_metrics, completed, swept)
@@ -279,4 +278,4 @@ def _report(result: dict[str, Any]) -> float:
             metrics["peak_op"], metrics["busbw_gbps_peak"], f"{metrics['peak_bytes']:,}",
             Path(result["job_dir"]) / RESULT_FILE,
         )  # fmt: skip
-    return float(metrics.get(HEADLINE[task], 0.0))
+    return float(metrics.get(headline(result)[0], 0.0))

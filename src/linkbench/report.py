@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from linkbench.results import RESULT_FILE, override_values, read_json
+from linkbench.results import RESULT_FILE, headline, override_values, read_json
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
 REPEAT_KEYS = ("seed",)
-HEADLINES = {"train": ("samples_per_sec", "samples/s"), "allreduce": ("busbw_gbps_peak", "GB/s")}
 
 
 @dataclass
@@ -32,6 +31,10 @@ class Config:
 
     settings: tuple[tuple[str, Any], ...]
     jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    def headline(self) -> tuple[str, str]:
+        """(metric, unit) of this configuration's task."""
+        return headline(self.jobs[0])
 
     def runs(self) -> list[dict[str, Any]]:
         """Every repeat's metrics, of every completed job."""
@@ -116,22 +119,21 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return "" if value is None else str(value)
 
 
-def job_rows(results: list[dict], keys: list[str], configs: list[Config], baseline: str) -> list:
+def job_rows(keys: list[str], configs: list[Config], baseline: str) -> list[dict[str, Any]]:
     rows = []
     for config in configs:
+        key, _ = config.headline()
+        gain = speedup(config, configs, key, baseline)
         for job in config.jobs:
-            task = job.get("task", "train")
-            headline, _ = HEADLINES.get(task, HEADLINES["train"])
             metrics, transport = job.get("metrics", {}), job.get("transport") or {}
-            gain = speedup(config, configs, headline, baseline)
             values = override_values(job.get("overrides", []))
             rows.append(
                 {
                     **{k: values.get(k) for k in keys},
                     "job": job["job"],
                     "status": job.get("status"),
-                    "task": task,
-                    headline: metrics.get(headline),
+                    "task": job.get("task", "train"),
+                    key: metrics.get(key),
                     "step_time_ms": metrics.get("step_time_ms"),
                     "comm_fraction": metrics.get("comm_fraction"),
                     "transport": transport.get("transport"),
@@ -147,8 +149,7 @@ def verdicts(configs: list[Config], baseline: str) -> list[str]:
     """One sentence per configuration compared with the baseline interconnect."""
     lines = []
     for config in configs:
-        task = next((j.get("task", "train") for j in config.jobs), "train")
-        key, unit = HEADLINES.get(task, HEADLINES["train"])
+        key, unit = config.headline()
         gain = speedup(config, configs, key, baseline)
         if gain is None:
             continue
@@ -178,8 +179,7 @@ def markdown(sweep_dir: Path, rows: list[dict], configs: list[Config], baseline:
         out += [*lines, ""]
     out += ["## Configurations: median [min-max over runs and their timing windows]", ""]
     for config in configs:
-        task = next((j.get("task", "train") for j in config.jobs), "train")
-        key, unit = HEADLINES.get(task, HEADLINES["train"])
+        key, unit = config.headline()
         stats = config.noise(key)
         name = ", ".join(f"{k}={v}" for k, v in config.settings) or "(one configuration)"
         shown = f"{stats[0]:,.1f} [{stats[1]:,.1f}-{stats[2]:,.1f}] {unit}" if stats else "no data"
@@ -203,7 +203,7 @@ def write_summary(sweep_dir: Path, baseline: str = "pcie") -> str | None:
         return None
     keys = swept_keys(results)
     configs = group(results, keys)
-    rows = job_rows(results, keys, configs, baseline)
+    rows = job_rows(keys, configs, baseline)
     columns = list(dict.fromkeys(c for row in rows for c in row))
     with (sweep_dir / SUMMARY_CSV).open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
@@ -230,8 +230,7 @@ def compare(sweep_a: Path, sweep_b: Path) -> str:
     ]
     for settings, a in configs[sweep_a].items():
         b = configs[sweep_b].get(settings)
-        task = next((j.get("task", "train") for j in a.jobs), "train")
-        key, unit = HEADLINES.get(task, HEADLINES["train"])
+        key, unit = a.headline()
         na, nb = a.noise(key), b.noise(key) if b else None
         name = ", ".join(f"{k}={v}" for k, v in settings) or "(all)"
         if not na or not nb:

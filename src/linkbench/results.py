@@ -17,6 +17,8 @@ METRICS_FILE = "metrics.json"
 HARDWARE_FILE = "hardware.json"
 MANIFEST_FILE = "manifest.json"
 RERUN_FILE = "rerun.yaml"
+# Each task's headline metric (what run.py returns to Hydra's sweepers) and its unit.
+HEADLINES = {"train": ("samples_per_sec", "samples/s"), "allreduce": ("busbw_gbps_peak", "GB/s")}
 
 
 def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
@@ -32,6 +34,11 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+def headline(result: dict[str, Any]) -> tuple[str, str]:
+    """(metric, unit) of the headline of a job's result.json."""
+    return HEADLINES.get(result.get("task", "train"), HEADLINES["train"])
 
 
 def _typed(text: str) -> Any:
