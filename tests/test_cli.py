@@ -143,8 +143,8 @@ def test_bad_input_exits_nonzero_with_one_sentence_and_no_worker(tmp_path, args,
         assert load_result(tmp_path)["status"] == "failed"
 
 
-def _spawned_workers(parent: int) -> list[int]:
-    """PIDs of the multiprocessing-spawn children of ``parent``."""
+def _children(parent: int) -> list[tuple[int, bytes]]:
+    """(pid, command line) of the live children of ``parent``."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -152,9 +152,15 @@ def _spawned_workers(parent: int) -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == parent and b"spawn_main" in cmdline:
-            found.append(int(stat.parent.name))
-    return sorted(found)
+        if int(fields[1]) == parent:
+            found.append((int(stat.parent.name), cmdline))
+    return found
+
+
+def _worker_pids(run_py: int) -> list[int]:
+    """PIDs of a job's workers: the children of run.py's multiprocessing forkserver."""
+    servers = [pid for pid, cmdline in _children(run_py) if b"forkserver" in cmdline]
+    return sorted(pid for server in servers for pid, _ in _children(server))
 
 
 def _start_long_job(job: Path) -> subprocess.Popen:
@@ -186,7 +192,7 @@ def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
     process = _start_long_job(job)
     try:
         _wait_for_metrics(process, job)
-        workers = _spawned_workers(process.pid)
+        workers = _worker_pids(process.pid)
         assert len(workers) == 2
         os.kill(workers[-1], signal.SIGKILL)
         _, stderr = process.communicate(timeout=120)

@@ -93,6 +93,14 @@ def test_tf32_on_cpu_falls_back_to_fp32_with_a_note(compose_config, tmp_path):
         (["data=fake", "data.size=10"], CPU, "data.size=10"),
         (["+stesp=3"], CPU, "unknown top-level key stesp"),
         (["interconnect=pcie", "interconnect.env.NCCL_NVLS_ENABLE=1"], ONE_GPU, "NCCL_NVLS_ENABLE"),
+        (["compile_mode=fast"], CPU, "compile_mode=fast is not one of default, reduce-overhead"),
+        (["compile=true", "warmup_steps=1"], CPU, "warmup_steps>=3 with compile=true"),
+        (["cuda_graphs=true"], CPU, "cuda_graphs=true needs a CUDA GPU"),
+        (["cuda_graphs=true", "compile=true"], ONE_GPU, "use one of them"),
+        (["cuda_graphs=true", "precision=fp16"], ONE_GPU, "GradScaler"),
+        (["cuda_graphs=true", "ddp.comm_hook=powersgd"], ONE_GPU, "ddp.comm_hook=powersgd"),
+        (["cuda_graphs=true", "ddp.find_unused_parameters=true"], ONE_GPU, "find_unused"),
+        (["cuda_graphs=true", "warmup_steps=11"], ONE_GPU, "set warmup_steps>=12"),
     ],
 )
 def test_bad_input_names_the_key(compose_config, tmp_path, overrides, machine, words):
@@ -101,6 +109,13 @@ def test_bad_input_names_the_key(compose_config, tmp_path, overrides, machine, w
     message = str(error.value)
     assert words in message
     assert "\n" not in message
+
+
+def test_fast_paths_plan_on_a_gpu(compose_config, tmp_path):
+    cfg = compose_config(["cuda_graphs=true", "precision=bf16", "warmup_steps=12"])
+    assert make_plan(cfg, str(tmp_path), [], ONE_GPU).config["cuda_graphs"] is True
+    cfg = compose_config(["compile=true", "compile_mode=reduce-overhead"])
+    assert make_plan(cfg, str(tmp_path), [], ONE_GPU).config["compile_mode"] == "reduce-overhead"
 
 
 @pytest.mark.parametrize(

@@ -104,3 +104,60 @@ def test_transport_is_verified_on_two_gpus(tmp_path, arm):
     hardware = json.loads((tmp_path / "hardware.json").read_text())
     linked = all(p["nvlink"] for p in hardware["topology"]["pairs"])
     assert transport["verified"] is (linked if arm == "nvlink" else True), transport
+
+
+def _train_on_one_gpu(tmp_path: Path, name: str, args: list[str]) -> dict:
+    job = tmp_path / name
+    done = run_cli([*args, "devices=1", f"hydra.run.dir={job}"], timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return result_of(job)
+
+
+# 40 steps with the learning rate still warming up at the capture, so a graph that baked in
+# the lr, accumulated its gradients or trained on stale inputs would end at another loss.
+FAST_PATH_JOB = [
+    "steps=40",
+    "warmup_steps=12",
+    "log_every=4",
+    "scaling.lr_warmup_steps=30",
+    "base_lr=1.0",
+]
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize(
+    "mode", [["cuda_graphs=true"], ["compile=true"], ["compile=true", "precision=bf16"]]
+)
+def test_fast_paths_train_like_eager(tmp_path, mode):
+    extra = [a for a in mode if a.startswith("precision=")]
+    eager = _train_on_one_gpu(tmp_path, "eager", [*FAST_PATH_JOB, *extra])
+    fast = _train_on_one_gpu(tmp_path, "fast", [*FAST_PATH_JOB, *mode])
+    assert fast["metrics"]["final_loss"] == pytest.approx(eager["metrics"]["final_loss"], rel=0.02)
+    assert fast["metrics"]["final_loss"] < 2.2  # it learned (chance is ln 10 = 2.30)
+    assert fast["metrics"]["first_step_s"] > 0
+    # The probe ran on the fast path too (a second graph under no_sync with cuda_graphs).
+    assert fast["metrics"]["compute_step_ms"] > 0
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_cuda_graphs_replay_real_data_batches(tmp_path):
+    args = [*FAST_PATH_JOB, "data=fake", "data.size=512", "cuda_graphs=true", "batch=16"]
+    result = _train_on_one_gpu(tmp_path, "fake", args)
+    assert result["status"] == "completed"
+    assert result["metrics"]["samples_per_sec"] > 0
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("model", ["resnet18", "gpt"])
+def test_mfu_is_reported_on_known_gpus(tmp_path, model):
+    from linkbench.flops import peak_tflops
+
+    args = [f"model={model}", "precision=bf16", *QUICK]
+    metrics = _train_on_one_gpu(tmp_path, model, args)["metrics"]
+    assert metrics["flops_per_sample"] > 0
+    if peak_tflops(torch.cuda.get_device_name(0), "bf16") is None:
+        pytest.skip(f"{torch.cuda.get_device_name(0)} has no peak in linkbench.flops")
+    assert 0 < metrics["mfu"] < 1

@@ -93,7 +93,9 @@ def test_optimizer_survives_steps_the_grad_scaler_skips(optimizer):
     net = torchvision.models.resnet18(num_classes=1000)
     model_cfg = {"optimizer": optimizer, "weight_decay": 1e-4}
     # device="cuda" asks for what linkbench builds on a GPU; the parameters stay on the CPU.
-    opt = build_optimizer(net, model_cfg, lr=0.1 * 4 / 256, device=torch.device("cuda"))
+    opt = build_optimizer(
+        net, model_cfg, lr=0.1 * 4 / 256, device=torch.device("cuda"), grad_scaler=True
+    )
     scaler = torch.amp.GradScaler("cpu")
     images, labels = torch.randn(4, 3, 64, 64), torch.randint(1000, (4,))
     losses = []
@@ -107,3 +109,19 @@ def test_optimizer_survives_steps_the_grad_scaler_skips(optimizer):
         losses.append(loss.item())
     assert scaler.get_scale() < 65536.0, "the case must include skipped steps"
     assert all(torch.isfinite(torch.tensor(losses))), losses
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_gpu_optimizers_are_fused_without_a_grad_scaler_and_capturable_on_request(optimizer):
+    net = torch.nn.Linear(4, 2)
+    model_cfg = {"optimizer": optimizer, "weight_decay": 0.0}
+    cuda = torch.device("cuda")  # the parameters stay on the CPU; only the choice is checked
+    plain = build_optimizer(net, model_cfg, lr=0.1, device=cuda, grad_scaler=False)
+    assert plain.defaults["fused"] is True
+    assert isinstance(plain.param_groups[0]["lr"], float)
+    cpu = build_optimizer(net, model_cfg, lr=0.1, device=torch.device("cpu"), grad_scaler=False)
+    assert not cpu.defaults["fused"]
+    graphed = build_optimizer(
+        net, model_cfg, lr=0.1, device=torch.device("cpu"), grad_scaler=False, capturable=True
+    )
+    assert isinstance(graphed.param_groups[0]["lr"], torch.Tensor)

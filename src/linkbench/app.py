@@ -24,6 +24,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 from linkbench.callbacks import sweep_dimensions
 from linkbench.errors import ConfigError, JobFailed
+from linkbench.flops import train_flops_per_sample
 from linkbench.launch import launch
 from linkbench.nccl_log import parse_files
 from linkbench.plan import JobPlan, make_plan
@@ -174,8 +175,38 @@ def _completed_result(job_dir: Path) -> dict[str, Any] | None:
     return previous if previous and previous.get("status") == "completed" else None
 
 
-def _run_repeats(plan: JobPlan, result: dict, repeat_metrics: list, checks: list) -> None:
-    """Launch the job's world ``repeats`` times, collecting metrics and transport checks."""
+def timing_overheads(
+    timeline: dict[str, float], launched_at: float, returned_at: float
+) -> dict[str, float]:
+    """What a run spent outside its task (process start, rendezvous, set-up, teardown), and
+    from its launch to the end of its first training step, in seconds (wall clock)."""
+    out = {}
+    if "task_started_at" in timeline:
+        task_s = timeline["task_ended_at"] - timeline["task_started_at"]
+        out["overhead_s"] = (returned_at - launched_at) - task_s
+    if "first_step_done_at" in timeline:
+        out["launch_to_first_step_s"] = timeline["first_step_done_at"] - launched_at
+    return out
+
+
+def with_flops(plan: JobPlan) -> JobPlan:
+    """The plan with the training FLOPs of one sample, for MFU (train jobs only)."""
+    c = plan.config
+    if c["task"]["name"] != "train":
+        return plan
+    image_size, classes = c["data"]["image_size"], c["data"]["num_classes"]
+    flops = train_flops_per_sample(c["model"], image_size, classes)
+    return dataclasses.replace(plan, flops_per_sample=flops)
+
+
+def _run_repeats(
+    plan: JobPlan, result: dict, repeat_metrics: list, checks: list, job_started_at: float
+) -> None:
+    """Launch the job's world ``repeats`` times, collecting metrics and transport checks.
+
+    The first run's first training step is also timed from the job's start
+    (``time_to_first_step_s``, after Hydra composed the config) and stamped with the wall
+    clock (``first_step_done_at``, seconds since the epoch) for tools timing the command."""
     repeats = plan.config["repeats"]
     for repeat in range(repeats):
         run = dataclasses.replace(plan, repeat=repeat)
@@ -185,11 +216,18 @@ def _run_repeats(plan: JobPlan, result: dict, repeat_metrics: list, checks: list
             result["interconnect"], f", run {repeat + 1}/{repeats}" if repeats > 1 else "",
         )  # fmt: skip
         (Path(plan.job_dir) / METRICS_FILE).unlink(missing_ok=True)
+        launched_at = time.time()
         try:
             returns = launch(run)
         finally:
             checks.append(check_transport(run))
-        repeat_metrics.append(returns[0].pop("metrics"))
+        metrics = returns[0].pop("metrics")
+        timeline = returns[0].pop("timeline", {})
+        metrics.update(timing_overheads(timeline, launched_at, time.time()))
+        if repeat == 0 and "first_step_done_at" in timeline:
+            result["first_step_done_at"] = timeline["first_step_done_at"]
+            result["time_to_first_step_s"] = timeline["first_step_done_at"] - job_started_at
+        repeat_metrics.append(metrics)
         result.update(returns[0])
 
 
@@ -225,17 +263,18 @@ def run_job(cfg: DictConfig) -> float:
     overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("resume=")]
     result: dict[str, Any] = {"status": "failed", "overrides": overrides, "job_dir": str(job_dir)}
     result["started_at"] = _now()
+    job_started_at = time.time()
     started = time.monotonic()
     plan = None
     repeat_metrics: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     try:
-        plan = make_plan(cfg, str(job_dir), overrides)
+        plan = with_flops(make_plan(cfg, str(job_dir), overrides))
         write_rerun_config(plan, job_dir)
         result.update(describe_plan(plan))
         for note in plan.notes:
             log.warning(note)
-        _run_repeats(plan, result, repeat_metrics, checks)
+        _run_repeats(plan, result, repeat_metrics, checks, job_started_at)
         result["status"] = "completed"
     except ConfigError as error:
         result["error"] = str(error)
@@ -272,6 +311,18 @@ def _report(result: dict[str, Any]) -> float:
             metrics.get("final_loss", float("nan")),
             Path(result["job_dir"]) / RESULT_FILE,
         )
+        if "mfu" in metrics:
+            log.info(
+                "model FLOPs: %.1f TFLOP/s per device, MFU %.1f%% of the %s TFLOP/s peak",
+                metrics["model_tflops_per_device"], 100 * metrics["mfu"], metrics["peak_tflops"],
+            )  # fmt: skip
+        if "launch_to_first_step_s" in metrics:
+            log.info(
+                "first step done %.1f s after launch (the step itself %.2f s); %.1f s per run "
+                "outside the task (process start, rendezvous, set-up, teardown)",
+                metrics["launch_to_first_step_s"], metrics.get("first_step_s", float("nan")),
+                metrics.get("overhead_s", float("nan")),
+            )  # fmt: skip
     else:
         log.info(
             "done: peak %s busbw %.2f GB/s at %s bytes -> %s",

@@ -12,7 +12,6 @@ weights unsynchronised, which no longer matters then.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from linkbench.execution import Stepper
 from linkbench.plan import JobPlan
 from linkbench.rank import Rank, max_over_ranks
 from linkbench.timing import WindowTimer
@@ -44,27 +44,27 @@ def ddp_comm_times(ddp_model: DistributedDataParallel) -> dict[str, float]:
     return {ours: data[theirs] / 1e6 for theirs, ours in names.items() if data.get(theirs)}
 
 
-def _ms_per_step(step: Callable, steps: int, context: Callable, device: torch.device) -> float:
-    with context():
-        step()  # untimed: the first step after a switch pays for it
+def _ms_per_step(step: Callable[[], Any], steps: int, device: torch.device) -> float:
+    step()  # untimed: the first step after a switch pays for it
     timer = WindowTimer(device)
     timer.start()
     for _ in range(steps):
-        with context():
-            step()
+        step()
     return timer.lap() / steps
 
 
-def measure(
-    ddp_model: DistributedDataParallel, step: Callable, plan: JobPlan, me: Rank
-) -> dict[str, Any]:
-    """Exposed communication of one step, on every rank; empty when the probe is off."""
+def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
+    """Exposed communication of one step, on every rank; empty when the probe is off.
+
+    DDP's own timings are left out with CUDA graphs: DDP measures them on the host, in
+    eager steps only."""
     steps = plan.config["task"]["no_sync_steps"]
     if steps <= 0:
         return {}
-    out: dict[str, Any] = ddp_comm_times(ddp_model)
-    synced = _ms_per_step(step, steps, contextlib.nullcontext, me.device)
-    local = _ms_per_step(step, steps, ddp_model.no_sync, me.device)
+    ddp_model = stepper.ddp_model
+    out: dict[str, Any] = {} if stepper.cuda_graphs else ddp_comm_times(ddp_model)
+    synced = _ms_per_step(stepper.synced, steps, me.device)
+    local = _ms_per_step(stepper.local, steps, me.device)
     synced = max_over_ranks(synced, me.device)
     local = max_over_ranks(local, me.device)
     exposed = synced - local

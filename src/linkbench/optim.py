@@ -11,19 +11,39 @@ from linkbench.scaling import warmup_factor
 
 
 def build_optimizer(
-    model: nn.Module, model_cfg: dict[str, Any], lr: float, device: torch.device
+    model: nn.Module,
+    model_cfg: dict[str, Any],
+    lr: float,
+    device: torch.device,
+    grad_scaler: bool,
+    capturable: bool = False,
 ) -> torch.optim.Optimizer:
-    """SGD with momentum, or AdamW with fused kernels on GPU, at ``lr``.
+    """SGD with momentum or AdamW at ``lr``, with fused kernels on GPU where that is safe.
 
-    SGD is never fused: fused SGD advances its momentum on the steps a GradScaler skips for
-    overflow, so fp16 training turns to NaN (seen with torch 2.11 on an H200 and 2.14 on CPU;
-    also reported in LibreYOLO/libreyolo pull request 771). Fused AdamW honours the skip.
+    SGD is not fused under a GradScaler: fused SGD advances its momentum on the steps the
+    scaler skips for overflow, so fp16 training turns to NaN (seen with torch 2.11 on an H200
+    and 2.14 on CPU; also reported in LibreYOLO/libreyolo pull request 771). Fused AdamW
+    honours the skip. ``capturable`` (for CUDA graphs) keeps the learning rate in a device
+    tensor, so the schedule changes it between graph replays without a host read.
     """
     decay = model_cfg["weight_decay"]
+    cuda = device.type == "cuda"
+    rate: float | torch.Tensor = torch.tensor(lr, device=device) if capturable else lr
     if model_cfg["optimizer"] == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=decay)
-    fused = device.type == "cuda"
-    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=decay, fused=fused)
+        return torch.optim.SGD(
+            model.parameters(),
+            lr=rate,
+            momentum=0.9,
+            weight_decay=decay,
+            fused=(cuda and not grad_scaler) or None,
+        )
+    return torch.optim.AdamW(
+        model.parameters(),
+        lr=rate,
+        weight_decay=decay,
+        fused=cuda or None,
+        capturable=capturable,
+    )
 
 
 def build_schedule(

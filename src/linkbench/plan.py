@@ -26,6 +26,13 @@ CPU_DEFAULT_DEVICES = 2
 TENSOR_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int8")
 # task.max_bytes=null means this many bytes, by device type.
 DEFAULT_MAX_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
+# torch.compile's modes (torch.compile's docstring).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# Eager DDP steps before a CUDA-graph capture: PyTorch's CUDA semantics notes ask for at
+# least 11 ("Usage with DistributedDataParallel"); the capture is the step after them.
+CUDA_GRAPH_EAGER_STEPS = 11
+# Steps in which torch.compile compiles (and reduce-overhead records its graphs).
+COMPILE_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,8 @@ class JobPlan:
     notes: list[str]
     repeat: int = 0
     """Which of the job's ``repeats`` this plan runs (0-based)."""
+    flops_per_sample: int | None = None
+    """Training FLOPs of one sample (:mod:`linkbench.flops`), counted by the launcher."""
 
     @property
     def world_size(self) -> int:
@@ -212,6 +221,55 @@ def _resolve_precision(cfg: DictConfig, device_type: str, notes: list[str]) -> s
     return name
 
 
+def _check_speed(cfg: DictConfig, device_type: str, notes: list[str]) -> None:
+    """compile and cuda_graphs: where they can run, and that their set-up is not timed."""
+    _require(
+        cfg.compile_mode in COMPILE_MODES,
+        f"compile_mode={cfg.compile_mode} is not one of {', '.join(COMPILE_MODES)}.",
+    )
+    if cfg.task.name != "train":
+        if cfg.compile or cfg.cuda_graphs:
+            notes.append(f"compile and cuda_graphs apply to task=train, not task={cfg.task.name}.")
+        return
+    if cfg.compile:
+        _require(
+            cfg.warmup_steps >= COMPILE_STEPS,
+            f"warmup_steps={cfg.warmup_steps} would time torch.compile's compilation; set "
+            f"warmup_steps>={COMPILE_STEPS} with compile=true.",
+        )
+    if not cfg.cuda_graphs:
+        return
+    _require(
+        device_type == "cuda",
+        "cuda_graphs=true needs a CUDA GPU and none is visible; remove cuda_graphs=true.",
+    )
+    _require(
+        not cfg.compile,
+        "cuda_graphs=true and compile=true both capture the step; use one of them (compile's "
+        "own CUDA graphs: compile=true compile_mode=reduce-overhead).",
+    )
+    _require(
+        not cfg.precision.grad_scaler,
+        f"cuda_graphs=true cannot capture precision={cfg.precision.name}'s GradScaler, which "
+        "reads its overflow flag on the host every step; use precision=bf16, tf32 or fp32.",
+    )
+    _require(
+        cfg.ddp.comm_hook != "powersgd",
+        "cuda_graphs=true replays the step as captured, and ddp.comm_hook=powersgd changes "
+        "between steps; use ddp.comm_hook=none, fp16 or bf16.",
+    )
+    _require(
+        not cfg.ddp.find_unused_parameters,
+        "cuda_graphs=true needs the same graph every step; set ddp.find_unused_parameters=false.",
+    )
+    _require(
+        cfg.warmup_steps > CUDA_GRAPH_EAGER_STEPS,
+        f"warmup_steps={cfg.warmup_steps} would time the {CUDA_GRAPH_EAGER_STEPS} eager steps "
+        "and the capture that cuda_graphs=true runs first; set "
+        f"warmup_steps>={CUDA_GRAPH_EAGER_STEPS + 1}.",
+    )
+
+
 def _check_known_keys(plain: dict[str, Any]) -> None:
     known = {f.name for f in fields(Config)}
     unknown = sorted(set(plain) - known)
@@ -233,6 +291,7 @@ def make_plan(
     _check_ranges(cfg)
     backend, device_type, nproc = _resolve_devices(cfg, machine)
     precision = _resolve_precision(cfg, device_type, notes)
+    _check_speed(cfg, device_type, notes)
     global_batch = cfg.batch * nproc
     _check_task(cfg)
     if cfg.task.name == "train":

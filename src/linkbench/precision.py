@@ -15,13 +15,16 @@ def configure_tf32(allow: bool) -> None:
 
 
 def autocast(
-    precision_cfg: dict[str, Any], device: torch.device
+    precision_cfg: dict[str, Any], device: torch.device, cache: bool = True
 ) -> contextlib.AbstractContextManager:
-    """The autocast context of a forward pass, or a no-op for fp32 and tf32."""
+    """The autocast context of a forward pass, or a no-op for fp32 and tf32.
+
+    ``cache=False`` turns off autocast's cache of cast weights, which CUDA-graph capture
+    needs (PyTorch's CUDA semantics notes, "Partial-network capture")."""
     dtype = precision_cfg["autocast_dtype"]
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=getattr(torch, dtype))
+    return torch.autocast(device_type=device.type, dtype=getattr(torch, dtype), cache_enabled=cache)
 
 
 def grad_scaler(precision_cfg: dict[str, Any], device: torch.device) -> torch.amp.GradScaler:

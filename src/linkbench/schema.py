@@ -231,6 +231,12 @@ class Config:
     """Times the job's measurement runs, each in a fresh world of processes; metrics are medians."""
     resume: bool = False
     """Skip this job if its directory already holds a completed result.json."""
+    compile: bool = False
+    """Run the DDP model under torch.compile; compilation falls in the untimed warmup steps."""
+    compile_mode: str = "default"
+    """torch.compile's mode: default, reduce-overhead (CUDA graphs), max-autotune, ..."""
+    cuda_graphs: bool = False
+    """Capture the whole step (forward, backward, all-reduce, optimizer) as one CUDA graph."""
 
 
 def register_schema() -> None:

@@ -3,30 +3,32 @@
 The hot loop never waits on the device except every ``log_every`` steps, where the timing
 window closes, the loss is all-reduced across ranks and rank 0 logs. The first
 ``warmup_steps`` are not timed. At the end the timed milliseconds are all-reduced with MAX,
-so the reported throughput is the slowest rank's. Then a probe times the same step with and
-without gradient synchronisation (:mod:`linkbench.comm`) to measure exposed communication.
+so the reported throughput is the slowest rank's, and with it the model FLOPs utilisation
+(:mod:`linkbench.flops`). Then a probe times the same step with and without gradient
+synchronisation (:mod:`linkbench.comm`) to measure exposed communication. How a step
+executes (eager, torch.compile, CUDA graphs) is :mod:`linkbench.execution`'s business.
 """
 
 from __future__ import annotations
 
 import logging
 import statistics
-from collections.abc import Callable
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
-from torch.optim.lr_scheduler import LambdaLR
 
-from linkbench import comm, ddp, precision
+from linkbench import comm, precision
 from linkbench.data import make_batches
-from linkbench.models import build_model, loss_fn
-from linkbench.optim import build_optimizer, build_schedule
+from linkbench.execution import Stepper
+from linkbench.flops import FlopRate, peak_tflops
+from linkbench.models import build_model
 from linkbench.plan import JobPlan
 from linkbench.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.results import METRICS_FILE, write_json
+from linkbench.scaling import warmup_factor
 from linkbench.tensorboard_log import Board
 from linkbench.timing import WindowTimer
 
@@ -45,8 +47,14 @@ class Window:
         return self.ms / self.steps
 
 
-def summarize(plan: JobPlan, windows: list[Window], timed_ms: float, final_loss: float) -> dict:
-    """Throughput and step-time statistics of the timed steps."""
+def summarize(
+    plan: JobPlan,
+    windows: list[Window],
+    timed_ms: float,
+    final_loss: float,
+    flops: FlopRate | None = None,
+) -> dict:
+    """Throughput, step-time statistics and (where FLOPs are known) MFU of the timed steps."""
     timed_steps = sum(w.steps for w in windows)
     metrics: dict[str, Any] = {"final_loss": final_loss, "timed_steps": timed_steps}
     if timed_steps == 0:
@@ -62,62 +70,60 @@ def summarize(plan: JobPlan, windows: list[Window], timed_ms: float, final_loss:
         step_time_ms_max=max(per_window),
         timing_windows=len(windows),
     )
+    if flops is not None:
+        metrics.update(flops.metrics(samples_per_sec / plan.world_size))
     return metrics
 
 
-def _build(plan: JobPlan, me: Rank) -> tuple[DistributedDataParallel, Callable, LambdaLR]:
-    """The DDP model, a function running one training step (returning its loss), the schedule."""
+def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, FlopRate | None]:
+    """The rank's model in its execution mode; rank 0 also gets the FLOPs of a sample."""
     cfg, device = plan.config, me.device
     torch.manual_seed(cfg["seed"])
     precision.configure_tf32(plan.precision == "tf32")
+    torch.backends.cudnn.benchmark = True
     batches = make_batches(cfg, cfg["batch"], device, me.rank, me.world_size, me.local_rank)
     model = build_model(cfg["model"], cfg["data"]["image_size"], batches.num_classes).to(device)
     if cfg["model"]["channels_last"] and device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
-    ddp_model = ddp.wrap(model, cfg["ddp"], device)
-    ddp_model._set_ddp_runtime_logging_sample_rate(cfg["log_every"])
-    optimizer = build_optimizer(ddp_model, cfg["model"], plan.lr, device)
-    schedule = build_schedule(optimizer, cfg["scaling"]["lr_warmup_steps"])
-    scaler = precision.grad_scaler(cfg["precision"], device)
-
-    def step() -> torch.Tensor:
-        inputs, targets = next(batches.stream)
-        with precision.autocast(cfg["precision"], device):
-            loss = loss_fn(ddp_model(inputs), targets)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        schedule.step()
-        return loss.detach()
-
-    return ddp_model, step, schedule
+    flops = None
+    if me.is_main and plan.flops_per_sample:
+        flops = FlopRate(plan.flops_per_sample, peak_tflops(device, plan.precision))
+    return Stepper(plan, model, batches.stream, device), flops
 
 
 def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
-    """Run the job's steps on this rank; rank 0 returns the job's metrics."""
+    """Run the job's steps on this rank; rank 0 returns the job's metrics and timeline."""
     cfg, device = plan.config, me.device
     steps, warmup, log_every = cfg["steps"], cfg["warmup_steps"], cfg["log_every"]
-    ddp_model, step, schedule = _build(plan, me)
+    stepper, flops = _build(plan, me)
     timer = WindowTimer(device)
     windows: list[Window] = []
     loss_sum = torch.zeros((), device=device)
     loss_count, window_start, mean_loss = 0, warmup, float("nan")
+    timeline: dict[str, float] = {}
+    first_step_s = None
     if warmup == 0:
         timer.start()
     log.info(
-        "training %s on %d x %s (%s, %s), global batch %d, lr %.4g",
+        "training %s on %d x %s (%s, %s%s), global batch %d, lr %.4g",
         cfg["model"]["name"], me.world_size, device.type, plan.backend, plan.precision,
-        plan.global_batch, plan.lr,
+        execution_mode(cfg), plan.global_batch, plan.lr,
     )  # fmt: skip
+    loop_started = time.perf_counter()
     for done in range(1, steps + 1):
-        lr = schedule.get_last_lr()[0]
-        loss_sum += step().float()
+        loss_sum += stepper.synced().float()
         loss_count += 1
+        if done == 1 and warmup > 0:
+            # Untimed, so waiting here costs the measurement nothing; with compile=true or
+            # cuda_graphs=true this step holds the compilation or the eager DDP start.
+            _wait_for(device)
+            first_step_s = time.perf_counter() - loop_started
+            timeline["first_step_done_at"] = time.time()
         if done == warmup:
             timer.start()
         if done % log_every and done != steps:
             continue
+        lr = plan.lr * warmup_factor(done - 1, cfg["scaling"]["lr_warmup_steps"])
         scalars = {"train/lr": lr}
         if done > warmup:
             window = Window(done - window_start, timer.lap())
@@ -126,6 +132,9 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
             scalars["perf/step_time_ms"] = window.step_ms
             scalars["perf/samples_per_sec"] = plan.global_batch / (window.step_ms / 1e3)
             scalars["perf/samples_per_sec_per_device"] = cfg["batch"] / (window.step_ms / 1e3)
+            if flops is not None and flops.peak_tflops:
+                rate = flops.metrics(scalars["perf/samples_per_sec_per_device"])
+                scalars["perf/mfu"] = rate["mfu"]
         mean_loss = sum_over_ranks(loss_sum, device) / (loss_count * me.world_size)
         scalars["train/loss"] = mean_loss
         loss_sum.zero_()
@@ -135,11 +144,16 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
         if board is not None:
             board.scalars(done, scalars)
             _log_progress(done, steps, scalars)
-            partial = summarize(plan, windows, sum(w.ms for w in windows), mean_loss)
+            partial = summarize(plan, windows, sum(w.ms for w in windows), mean_loss, flops)
             write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
     timed_ms = max_over_ranks(sum(w.ms for w in windows), device)
-    metrics = summarize(plan, windows, timed_ms, mean_loss)
-    metrics.update(comm.measure(ddp_model, step, plan, me))
+    metrics = summarize(plan, windows, timed_ms, mean_loss, flops)
+    if first_step_s is not None:
+        metrics["first_step_s"] = first_step_s
+    if device.type == "cuda":
+        # Peak memory of the training steps, before the probe may capture a second graph.
+        metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
+    metrics.update(comm.measure(stepper, plan, me))
     if board is None:
         return {}
     if "comm_exposed_ms" in metrics:
@@ -151,10 +165,20 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
                 "perf/compute_step_ms": metrics["compute_step_ms"],
             },
         )
-    if device.type == "cuda":
-        metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
     metrics["lr"] = plan.lr
-    return {"metrics": metrics}
+    return {"metrics": metrics, "timeline": timeline}
+
+
+def execution_mode(cfg: dict[str, Any]) -> str:
+    """ ", compile (mode)", ", CUDA graphs" or "" (eager), for the log line."""
+    if cfg["compile"]:
+        return f", torch.compile {cfg['compile_mode']}"
+    return ", CUDA graphs" if cfg["cuda_graphs"] else ""
+
+
+def _wait_for(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _log_progress(done: int, steps: int, scalars: dict[str, float]) -> None:

@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,9 +106,12 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     try:
         hardware = describe_hardware(plan, me)
         board = Board(plan, hardware) if me.is_main else None
+        task_started_at = time.time()
         out = TASKS[plan.config["task"]["name"]](plan, me, board)
         if me.is_main:
             out["worker_nccl_env"] = nccl_environment()
+            timeline = out.setdefault("timeline", {})
+            timeline.update(task_started_at=task_started_at, task_ended_at=time.time())
         return out
     except BaseException:
         # The launcher keeps the traceback in an error file; the rank's log should show it too.
