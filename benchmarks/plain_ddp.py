@@ -75,6 +75,7 @@ def worker(rank: int, args: argparse.Namespace, port: int) -> None:
             torch.cuda.synchronize()
 
     started = 0.0
+    loop_started = time.perf_counter()
     for step in range(1, args.steps + 1):
         optimizer.zero_grad()
         with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
@@ -84,7 +85,8 @@ def worker(rank: int, args: argparse.Namespace, port: int) -> None:
         scaler.step(optimizer)
         scaler.update()
         if step == 1:
-            first_step_done_at = time.time()
+            sync()  # untimed: the warmup steps follow
+            first_step_done_at, first_step_s = time.time(), time.perf_counter() - loop_started
         if step % args.log_every == 0 and rank == 0:
             print(f"step {step} loss {loss.item():.4f}", flush=True)
         if step == args.warmup:
@@ -98,6 +100,7 @@ def worker(rank: int, args: argparse.Namespace, port: int) -> None:
             "samples_per_sec": args.batch * args.nproc * timed / elapsed,
             "step_time_ms": elapsed / timed * 1e3,
             "first_step_done_at": first_step_done_at,
+            "first_step_s": first_step_s,
             "max_allocated_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
         }
         with open(args.out, "w") as out:
