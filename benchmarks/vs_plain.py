@@ -66,6 +66,10 @@ def presets() -> dict[str, list[tuple[str, list[Variant]]]]:
                     Variant("plain eager", [*r256_plain, "--nproc", "1"]),
                     Variant("linkbench eager", overrides=r256_ours),
                     Variant("linkbench compile", overrides=[*r256_ours, "compile=true"]),
+                    Variant(
+                        "linkbench compile, one DDP bucket",
+                        overrides=[*r256_ours, "compile=true", "ddp.bucket_cap_mb=1000"],
+                    ),
                 ],
             ),
             (

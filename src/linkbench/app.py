@@ -301,13 +301,17 @@ def _report(result: dict[str, Any]) -> float:
     metrics = result["metrics"]
     task = result.get("task", "train")
     if task == "train":
+        comm = ""
+        if "comm_exposed_ms" in metrics:
+            comm = (
+                f", exposed communication {metrics['comm_exposed_ms']:.2f} ms "
+                f"({100 * metrics['comm_fraction']:.0f}%)"
+            )
         log.info(
-            "done: %.1f samples/s, %.2f ms/step, exposed communication %.2f ms (%.0f%%), "
-            "final loss %.4f -> %s",
+            "done: %.1f samples/s, %.2f ms/step%s, final loss %.4f -> %s",
             metrics.get("samples_per_sec", float("nan")),
             metrics.get("step_time_ms", float("nan")),
-            metrics.get("comm_exposed_ms", float("nan")),
-            100 * metrics.get("comm_fraction", float("nan")),
+            comm,
             metrics.get("final_loss", float("nan")),
             Path(result["job_dir"]) / RESULT_FILE,
         )

@@ -237,6 +237,8 @@ class Config:
     """torch.compile's mode: default, reduce-overhead (CUDA graphs), max-autotune, ..."""
     cuda_graphs: bool = False
     """Capture the whole step (forward, backward, all-reduce, optimizer) as one CUDA graph."""
+    cudnn_benchmark: bool = True
+    """Let cuDNN time its convolution algorithms in the first step and keep the fastest."""
 
 
 def register_schema() -> None:

@@ -80,7 +80,7 @@ def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, FlopRate | None]:
     cfg, device = plan.config, me.device
     torch.manual_seed(cfg["seed"])
     precision.configure_tf32(plan.precision == "tf32")
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = cfg["cudnn_benchmark"]
     batches = make_batches(cfg, cfg["batch"], device, me.rank, me.world_size, me.local_rank)
     model = build_model(cfg["model"], cfg["data"]["image_size"], batches.num_classes).to(device)
     if cfg["model"]["channels_last"] and device.type == "cuda":
