@@ -127,7 +127,9 @@ FAST_PATH_JOB = [
 @pytest.mark.gpu
 @needs_gpu
 @pytest.mark.parametrize(
-    "mode", [["cuda_graphs=true"], ["compile=true"], ["compile=true", "precision=bf16"]]
+    "mode",
+    [["cuda_graphs=true"], ["compile=true"], ["compile=true", "precision=bf16"]],
+    ids=["cuda_graphs", "compile", "compile_bf16"],
 )
 def test_fast_paths_train_like_eager(tmp_path, mode):
     extra = [a for a in mode if a.startswith("precision=")]
