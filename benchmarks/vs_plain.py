@@ -154,8 +154,8 @@ def main() -> None:
             for round_ in range(args.rounds):
                 shift = round_ % len(variants)
                 for variant in variants[shift:] + variants[:shift]:
-                    slug = re.sub(r"[^A-Za-z0-9]+", "_", variant.name)
-                    run = run_variant(variant, Path(tmp) / f"{len(report['groups'])}-{round_}-{slug}")
+                    slug = re.sub(r"[^A-Za-z0-9]+", "_", f"{title}-{round_}-{variant.name}")
+                    run = run_variant(variant, Path(tmp) / slug)
                     runs[variant.name].append(run)
                     print(f"[{title}] {round_ + 1}: {variant.name}: {_brief(run)}", flush=True)
             report["groups"][title] = runs
