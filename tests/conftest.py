@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -32,6 +33,11 @@ def compose_config() -> Iterator:
             return compose("config", overrides=overrides or [])
 
         yield _compose
+
+
+def load_result(job_dir: Path) -> dict:
+    """A job's result.json."""
+    return json.loads((job_dir / "result.json").read_text())
 
 
 def clean_env() -> dict[str, str]:

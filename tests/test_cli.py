@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +11,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 
 from linkbench.tensorboard_log import METRIC_TAGS
 
-from .conftest import QUICK, REPO, clean_env, run_cli
+from .conftest import QUICK, load_result, run_cli
 
 EXPECTED_SCALARS = {
     "train/loss",
@@ -25,10 +20,6 @@ EXPECTED_SCALARS = {
     "perf/samples_per_sec_per_device",
     "perf/step_time_ms",
 }
-
-
-def load_result(job_dir: Path) -> dict:
-    return json.loads((job_dir / "result.json").read_text())
 
 
 def event_dirs(root: Path) -> set[Path]:
@@ -141,81 +132,3 @@ def test_bad_input_exits_nonzero_with_one_sentence_and_no_worker(tmp_path, args,
     assert time.monotonic() - started < 60
     if (tmp_path / "result.json").exists():
         assert load_result(tmp_path)["status"] == "failed"
-
-
-def _children(parent: int) -> list[tuple[int, bytes]]:
-    """(pid, command line) of the live children of ``parent``."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == parent:
-            found.append((int(stat.parent.name), cmdline))
-    return found
-
-
-def _worker_pids(run_py: int) -> list[int]:
-    """PIDs of a job's workers: the children of run.py's multiprocessing forkserver."""
-    servers = [pid for pid, cmdline in _children(run_py) if b"forkserver" in cmdline]
-    return sorted(pid for server in servers for pid, _ in _children(server))
-
-
-def _start_long_job(job: Path) -> subprocess.Popen:
-    args = ["steps=100000", "warmup_steps=1", "log_every=1", "batch=2", f"hydra.run.dir={job}"]
-    return subprocess.Popen(
-        [sys.executable, "run.py", *args],
-        cwd=REPO,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_for_metrics(process: subprocess.Popen, job: Path, at_least_step: int = 3) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        partial = job / "metrics.json"
-        if partial.exists() and json.loads(partial.read_text())["step"] >= at_least_step:
-            return
-        assert process.poll() is None, process.communicate()[1][-3000:]
-        time.sleep(0.2)
-    process.kill()
-    pytest.fail("the job never wrote metrics.json")
-
-
-def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
-    job = tmp_path / "job"
-    process = _start_long_job(job)
-    try:
-        _wait_for_metrics(process, job)
-        workers = _worker_pids(process.pid)
-        assert len(workers) == 2
-        os.kill(workers[-1], signal.SIGKILL)
-        _, stderr = process.communicate(timeout=120)
-    finally:
-        process.kill()
-    assert process.returncode != 0
-    result = load_result(job)
-    assert result["status"] == "failed"
-    assert "exit code -9" in result["error"] and "rank" in result["error"]
-    assert result["metrics"]["timed_steps"] >= 2, "the steps measured before the failure are kept"
-    assert "exit code -9" in stderr
-
-
-def test_interrupted_job_says_so(tmp_path):
-    job = tmp_path / "job"
-    process = _start_long_job(job)
-    try:
-        _wait_for_metrics(process, job)
-        process.send_signal(signal.SIGINT)
-        process.communicate(timeout=120)
-    finally:
-        process.kill()
-    assert process.returncode != 0
-    result = load_result(job)
-    assert result["status"] == "interrupted"
-    assert result["metrics"]["timed_steps"] >= 2

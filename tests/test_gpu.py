@@ -8,15 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from .conftest import QUICK, run_cli
+from .conftest import QUICK, load_result, run_cli
 
 GPUS = torch.cuda.device_count()
 needs_gpu = pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
 needs_two = pytest.mark.skipif(GPUS < 2, reason="needs two or more CUDA GPUs")
-
-
-def result_of(job: Path) -> dict:
-    return json.loads((job / "result.json").read_text())
 
 
 @pytest.mark.gpu
@@ -24,7 +20,7 @@ def result_of(job: Path) -> dict:
 def test_default_job_uses_nccl_on_every_gpu(tmp_path):
     done = run_cli([*QUICK, f"hydra.run.dir={tmp_path}"])
     assert done.returncode == 0, done.stderr[-3000:]
-    result = result_of(tmp_path)
+    result = load_result(tmp_path)
     assert (result["backend"], result["device_type"], result["world_size"]) == (
         "nccl",
         "cuda",
@@ -40,7 +36,7 @@ def test_every_precision_trains_on_gpu(tmp_path, precision):
     args = [f"precision={precision}", "model=resnet18", "data.image_size=64", *QUICK]
     done = run_cli([*args, "devices=1", f"hydra.run.dir={tmp_path}"])
     assert done.returncode == 0, done.stderr[-3000:]
-    result = result_of(tmp_path)
+    result = load_result(tmp_path)
     assert result["precision"] == precision
     assert result["metrics"]["final_loss"] == pytest.approx(result["metrics"]["final_loss"])
 
@@ -60,7 +56,7 @@ def test_interconnect_sweep_on_two_gpus(tmp_path):
     done = run_cli([*args, f"hydra.sweep.dir={tmp_path}"], timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     for job in (p for p in tmp_path.iterdir() if p.is_dir() and "interconnect=" in p.name):
-        result = result_of(job)
+        result = load_result(job)
         assert result["status"] == "completed"
         assert result["world_size"] == 2
         assert result["worker_nccl_env"]["NCCL_P2P_DISABLE"] == result["env"]["NCCL_P2P_DISABLE"]
@@ -71,7 +67,7 @@ def test_interconnect_sweep_on_two_gpus(tmp_path):
 def test_nccl_logs_hardware_and_transport_are_recorded(tmp_path):
     done = run_cli(["interconnect=nvlink", *QUICK, "devices=1", f"hydra.run.dir={tmp_path}"])
     assert done.returncode == 0, done.stderr[-3000:]
-    result = result_of(tmp_path)
+    result = load_result(tmp_path)
     transport = result["transport"]
     nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
     assert transport["summary"]["version"].startswith(nccl)
@@ -88,7 +84,7 @@ def test_nccl_logs_hardware_and_transport_are_recorded(tmp_path):
 def test_allreduce_task_on_gpu_reaches_a_gibibyte(tmp_path):
     done = run_cli(["task=allreduce", "devices=1", f"hydra.run.dir={tmp_path}"])
     assert done.returncode == 0, done.stderr[-3000:]
-    result = result_of(tmp_path)
+    result = load_result(tmp_path)
     sizes = [r["bytes"] for r in result["collectives"] if r["op"] == "all_reduce"]
     assert sizes[0] == 1024 and sizes[-1] == 1 << 30
 
@@ -99,7 +95,7 @@ def test_allreduce_task_on_gpu_reaches_a_gibibyte(tmp_path):
 def test_transport_is_verified_on_two_gpus(tmp_path, arm):
     done = run_cli([f"interconnect={arm}", "devices=2", *QUICK, f"hydra.run.dir={tmp_path}"])
     assert done.returncode == 0, done.stderr[-3000:]
-    transport = result_of(tmp_path)["transport"]
+    transport = load_result(tmp_path)["transport"]
     # nvlink is verified only where the GPUs really are NVLink-connected.
     hardware = json.loads((tmp_path / "hardware.json").read_text())
     linked = all(p["nvlink"] for p in hardware["topology"]["pairs"])
@@ -110,7 +106,7 @@ def _train_on_one_gpu(tmp_path: Path, name: str, args: list[str]) -> dict:
     job = tmp_path / name
     done = run_cli([*args, "devices=1", f"hydra.run.dir={job}"], timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
-    return result_of(job)
+    return load_result(job)
 
 
 # 40 steps with the learning rate still warming up at the capture, so a graph that baked in

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import signal
 import statistics
 import time
 from datetime import datetime, timezone
@@ -23,7 +24,8 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 from linkbench.callbacks import sweep_dimensions
-from linkbench.errors import ConfigError, JobFailed
+from linkbench.errors import ConfigError, JobFailed, JobInterrupted
+from linkbench.failures import first_failure
 from linkbench.flops import train_flops_per_sample
 from linkbench.launch import launch
 from linkbench.nccl_log import parse_files
@@ -78,22 +80,18 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
     }
 
 
-def _failure_message(error: ChildFailedError, plan: JobPlan) -> str:
-    """Every failed rank with the first line of its error, rank order (the first to fail
-    may not be the one whose timestamp is first: the others fail when it disconnects)."""
-    parts = []
-    for rank, failure in sorted(error.failures.items()):
-        detail = failure.message
-        if isinstance(detail, dict):
-            detail = str(detail.get("message", ""))
-        first_line = str(detail).strip().splitlines()[0] if str(detail).strip() else ""
-        log_file = plan.log_dir / f"rank{failure.local_rank}.stderr.log"
-        parts.append(
-            f"rank {rank} failed (exit code {failure.exitcode})"
-            + (f": {first_line}" if first_line else "")
-            + f" [log: {log_file}]"
-        )
-    return "; ".join(parts)
+def _failure_message(error: ChildFailedError, plan: JobPlan) -> tuple[int, str]:
+    """The rank that failed first, and a message naming it, its error and its log, then the
+    exit codes of the other ranks the launcher saw fail."""
+    rank, reason = first_failure(
+        error.failures, plan.log_dir, plan.world_size, ended_at=time.time()
+    )
+    message = f"rank {rank} failed first: {reason} [log: {plan.log_dir / f'rank{rank}.stderr.log'}]"
+    others = [r for r in sorted(error.failures) if r != rank]
+    if others:
+        exits = ", ".join(f"rank {r} exit code {error.failures[r].exitcode}" for r in others)
+        message += f"; then {exits}"
+    return rank, message
 
 
 def check_transport(plan: JobPlan) -> dict[str, Any]:
@@ -281,12 +279,15 @@ def run_job(cfg: DictConfig) -> float:
         raise
     except ChildFailedError as error:
         failed_run = dataclasses.replace(plan, repeat=len(repeat_metrics))
-        result["error"] = _failure_message(error, failed_run)
+        result["failed_rank"], result["error"] = _failure_message(error, failed_run)
         log.error("job failed: %s", result["error"])
         raise JobFailed(f"{job_dir}: {result['error']}") from None
     except (KeyboardInterrupt, SignalException) as error:
         result["status"] = "interrupted"
         result["error"] = f"interrupted ({type(error).__name__}: {error})"
+        if isinstance(error, SignalException):
+            name = signal.Signals(error.sigval).name
+            raise JobInterrupted(f"{job_dir}: stopped by {name}, with its workers") from None
         raise
     except Exception as error:  # the launcher itself failed (rendezvous, ...): keep the record
         result["error"] = f"{type(error).__name__}: {error}"

@@ -1,6 +1,6 @@
-"""The two errors a user meets: bad input (before any worker starts) and a failed job.
+"""The errors a user meets: bad input (before any worker starts), a failed job, a stopped one.
 
-Both subclass Hydra's ``CompactHydraException``, which Hydra reports as the message alone
+All subclass Hydra's ``CompactHydraException``, which Hydra reports as the message alone
 (no traceback) with exit status 1.
 """
 
@@ -13,3 +13,7 @@ class ConfigError(CompactHydraException):
 
 class JobFailed(CompactHydraException):
     """A job's workers failed; its result.json says what was measured before they did."""
+
+
+class JobInterrupted(CompactHydraException):
+    """The job was stopped (SIGTERM); its result.json says ``interrupted``."""

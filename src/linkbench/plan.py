@@ -103,9 +103,33 @@ def _check_ranges(cfg: DictConfig) -> None:
         s.reference_batch > 0, f"scaling.reference_batch={s.reference_batch} must be positive."
     )
     _require(s.lr_warmup_steps >= 0, f"scaling.lr_warmup_steps={s.lr_warmup_steps} must be >= 0.")
+    _require(
+        cfg.dist_timeout_s > 0, f"dist_timeout_s={cfg.dist_timeout_s} must be positive seconds."
+    )
+    every = cfg.checkpoint.every_steps
+    _require(
+        every >= 0 and every % cfg.log_every == 0,
+        f"checkpoint.every_steps={every} must be 0 (none) or a multiple of "
+        f"log_every={cfg.log_every}, so checkpoints fall between timing windows.",
+    )
     d = cfg.ddp
     _require(d.bucket_cap_mb > 0, f"ddp.bucket_cap_mb={d.bucket_cap_mb} must be positive.")
     _require(d.powersgd_rank > 0, f"ddp.powersgd_rank={d.powersgd_rank} must be positive.")
+
+
+def _check_debug(cfg: DictConfig, world_size: int) -> None:
+    crash = cfg.debug
+    if crash.crash_at_step is None:
+        return
+    _require(
+        1 <= crash.crash_at_step <= cfg.steps,
+        f"debug.crash_at_step={crash.crash_at_step} must be a step from 1 to steps={cfg.steps}, "
+        "or null.",
+    )
+    _require(
+        0 <= crash.crash_rank < world_size,
+        f"debug.crash_rank={crash.crash_rank} must be a rank from 0 to {world_size - 1}.",
+    )
 
 
 def _check_model(cfg: DictConfig) -> None:
@@ -290,6 +314,7 @@ def make_plan(
     _check_known_keys(plain)
     _check_ranges(cfg)
     backend, device_type, nproc = _resolve_devices(cfg, machine)
+    _check_debug(cfg, nproc)
     precision = _resolve_precision(cfg, device_type, notes)
     _check_speed(cfg, device_type, notes)
     global_batch = cfg.batch * nproc

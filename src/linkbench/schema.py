@@ -206,6 +206,23 @@ class TaskConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    """``checkpoint``: periodic, atomic checkpoints in the job directory."""
+
+    every_steps: int = 0
+    """Steps between checkpoints (a multiple of log_every); 0 writes none."""
+
+
+@dataclass
+class DebugConfig:
+    """``debug``: make a job fail on purpose, to test failure handling here or on a cluster."""
+
+    crash_at_step: Optional[int] = None
+    """The step at which ``crash_rank`` raises; null never."""
+    crash_rank: int = 0
+
+
+@dataclass
 class Config:
     """A whole job. Top-level keys are the ones users sweep most."""
 
@@ -217,6 +234,8 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     ddp: DDPConfig = field(default_factory=DDPConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    debug: DebugConfig = field(default_factory=DebugConfig)
     batch: int = 32
     """Per-device batch; the global batch is batch x world size."""
     devices: Optional[int] = None
@@ -230,7 +249,9 @@ class Config:
     repeats: int = 1
     """Times the job's measurement runs, each in a fresh world of processes; metrics are medians."""
     resume: bool = False
-    """Skip this job if its directory already holds a completed result.json."""
+    """Skip this job if it completed before; continue it from its checkpoint if it has one."""
+    dist_timeout_s: float = 300.0
+    """Process-group timeout: a collective waiting longer on a lost rank fails the job."""
     compile: bool = False
     """Run the DDP model under torch.compile; compilation falls in the untimed warmup steps."""
     compile_mode: str = "default"

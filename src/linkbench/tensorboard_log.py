@@ -27,6 +27,7 @@ FINAL_METRICS = {
     "samples_per_sec": "final/samples_per_sec",
     "samples_per_sec_per_device": "final/samples_per_sec_per_device",
     "step_time_ms": "final/step_time_ms",
+    "mfu": "final/mfu",
     "comm_exposed_ms": "final/comm_exposed_ms",
     "comm_fraction": "final/comm_fraction",
     "busbw_gbps_peak": "final/busbw_gbps_peak",
@@ -37,6 +38,7 @@ CUSTOM_SCALARS = {
     "throughput": {
         "samples/s (global)": ["Multiline", ["perf/samples_per_sec$"]],
         "samples/s per device": ["Multiline", ["perf/samples_per_sec_per_device"]],
+        "model FLOPs utilisation": ["Multiline", ["perf/mfu"]],
         "all_reduce busbw GB/s by log2(bytes)": ["Multiline", ["collectives/all_reduce/busbw"]],
     },
     "step time": {"ms/step": ["Multiline", ["perf/step_time_ms", "perf/compute_step_ms"]]},

@@ -12,6 +12,7 @@ executes (eager, torch.compile, CUDA graphs) is :mod:`linkbench.execution`'s bus
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -110,7 +111,10 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
         execution_mode(cfg), plan.global_batch, plan.lr,
     )  # fmt: skip
     loop_started = time.perf_counter()
+    crash_at = cfg["debug"]["crash_at_step"] if me.rank == cfg["debug"]["crash_rank"] else None
     for done in range(1, steps + 1):
+        if done == crash_at:
+            raise RuntimeError(f"debug.crash_at_step={done}: rank {me.rank} raises on purpose")
         loss_sum += stepper.synced().float()
         loss_count += 1
         if done == 1 and warmup > 0:
@@ -135,6 +139,7 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
             if flops is not None and flops.peak_tflops:
                 rate = flops.metrics(scalars["perf/samples_per_sec_per_device"])
                 scalars["perf/mfu"] = rate["mfu"]
+        _check_finite(float(loss_sum), done - loss_count + 1, done, me.rank)
         mean_loss = sum_over_ranks(loss_sum, device) / (loss_count * me.world_size)
         scalars["train/loss"] = mean_loss
         loss_sum.zero_()
@@ -174,6 +179,16 @@ def execution_mode(cfg: dict[str, Any]) -> str:
     if cfg["compile"]:
         return f", torch.compile {cfg['compile_mode']}"
     return ", CUDA graphs" if cfg["cuda_graphs"] else ""
+
+
+def _check_finite(loss_sum: float, first_step: int, last_step: int, rank: int) -> None:
+    """Stop the job on a non-finite loss (read where the host waits anyway: at logging)."""
+    if not math.isfinite(loss_sum):
+        steps = f"steps {first_step}-{last_step}" if first_step < last_step else f"step {last_step}"
+        raise FloatingPointError(
+            f"non-finite loss ({loss_sum}) in {steps} on rank {rank}; lower the learning rate "
+            "(base_lr), or use precision=bf16 or fp32."
+        )
 
 
 def _wait_for(device: torch.device) -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from linkbench.collectives import run_collectives
+from linkbench.failures import Stopped, record_failure, stop_on_sigterm
 from linkbench.interconnect import apply_env, nccl_environment
 from linkbench.plan import JobPlan
 from linkbench.rank import Rank
@@ -31,6 +34,7 @@ from linkbench.train import train
 from linkbench.transport import nccl_debug_env
 
 log = logging.getLogger("linkbench")
+STOP_SIGNALS = {Stopped: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
 TASKS: dict[str, Callable[[JobPlan, Rank, Board | None], dict[str, Any]]] = {
     "train": train,
     "allreduce": run_collectives,
@@ -96,11 +100,14 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         log_file = plan.log_dir / f"nccl.rank{rank}.log"
         apply_env(nccl_debug_env(str(log_file), dict(os.environ)))
     _setup_logging()
+    stop_on_sigterm()
     local_rank = int(os.environ["LOCAL_RANK"])
     device = _setup_device(plan, local_rank)
     me = Rank(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)
     dist.init_process_group(
-        backend=plan.backend, device_id=device if plan.backend == "nccl" else None
+        backend=plan.backend,
+        device_id=device if plan.backend == "nccl" else None,
+        timeout=timedelta(seconds=plan.config["dist_timeout_s"]),
     )
     board = None
     try:
@@ -113,8 +120,13 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
             timeline = out.setdefault("timeline", {})
             timeline.update(task_started_at=task_started_at, task_ended_at=time.time())
         return out
-    except BaseException:
+    except BaseException as error:
         # The launcher keeps the traceback in an error file; the rank's log should show it too.
+        record_failure(plan.log_dir, rank, error)
+        if isinstance(error, (Stopped, KeyboardInterrupt)):
+            # A stop is no error of this rank's: exit as the signal would, without a traceback.
+            log.warning("rank %d stopped: %s", rank, error or "interrupted")
+            raise SystemExit(128 + STOP_SIGNALS[type(error)]) from None
         log.exception("rank %d failed", rank)
         raise
     finally:

@@ -1,0 +1,91 @@
+"""Failed and stopped ranks: what each worker records, and which rank failed first.
+
+When one rank fails, the others fail soon after (a collective loses its peer, or the
+launcher stops them), so "which rank failed" needs an order. Every worker that raises writes
+``logs/failure.rank<N>.json`` with the time and its error; a rank killed from outside (out of
+memory, ``kill -9``) writes nothing and is known by its signal. The first to fail is a rank
+killed by a signal that the launcher did not send (it sends SIGTERM, and SIGKILL only to a
+rank still alive after its grace period), else the rank whose recorded failure came first.
+
+SIGTERM in a worker raises :class:`Stopped`, so its ``finally`` blocks run (TensorBoard
+flushes) before it exits, as Ctrl-C's KeyboardInterrupt does.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from linkbench.results import read_json, write_json
+
+# The launcher stops the remaining workers with these, and SIGKILLs the ones still alive
+# this many seconds later (torch.distributed.elastic's default shutdown timeout).
+LAUNCHER_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+LAUNCHER_GRACE_S = 30.0
+
+
+class Stopped(BaseException):
+    """The worker was asked to stop (SIGTERM): not an error of its own."""
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise Stopped(f"stopped by {signal.Signals(signum).name}")
+
+
+def stop_on_sigterm() -> None:
+    """Turn SIGTERM into :class:`Stopped` in this (main) thread."""
+    signal.signal(signal.SIGTERM, _raise_stopped)
+
+
+def record_failure(log_dir: Path, rank: int, error: BaseException) -> None:
+    """Leave this rank's failure, with its time, for :func:`first_failure`."""
+    write_json(
+        _file(log_dir, rank),
+        {
+            "time": time.time(),
+            "error": f"{type(error).__name__}: {error}".strip(),
+            "stopped": isinstance(error, (Stopped, KeyboardInterrupt)),
+        },
+    )
+
+
+def first_failure(
+    failures: dict[int, Any], log_dir: Path, world_size: int, ended_at: float
+) -> tuple[int, str]:
+    """(rank, its error) of the rank that failed first.
+
+    From the launcher's failures (rank -> ProcessFailure with ``exitcode``; it may list only
+    the ranks it saw end), every rank's failure file, and the time the launcher gave up
+    (``ended_at``, seconds since the epoch). A rank killed from outside leaves no file: it
+    failed first unless the launcher's grace period passed, in which case the launcher may
+    have killed it itself."""
+    recorded = {
+        rank: data for rank in range(world_size) if (data := read_json(_file(log_dir, rank)))
+    }
+    own = {rank: data for rank, data in recorded.items() if not data["stopped"]}
+    first_own = min(own, key=lambda r: own[r]["time"], default=None)
+    grace_passed = first_own is not None and ended_at - own[first_own]["time"] >= LAUNCHER_GRACE_S
+    if not grace_passed:
+        for rank in range(world_size):
+            failure = failures.get(rank)
+            signum = -failure.exitcode if failure is not None else 0
+            if signum > 0 and signum not in LAUNCHER_SIGNALS:
+                return rank, f"killed by {signal.Signals(signum).name} (exit code {-signum})"
+            if rank in recorded or signum in LAUNCHER_SIGNALS:
+                continue
+            if failure is not None and failure.exitcode > 0:
+                return rank, f"exit code {failure.exitcode} before it could record an error"
+            return rank, (
+                "it ended without recording an error: killed from outside, for example out "
+                "of memory or kill -9"
+            )
+    if first_own is not None:
+        return first_own, own[first_own]["error"]
+    rank = min(failures, default=0)
+    return rank, f"exit code {failures[rank].exitcode}" if failures else "no rank said why"
+
+
+def _file(log_dir: Path, rank: int) -> Path:
+    return log_dir / f"failure.rank{rank}.json"
