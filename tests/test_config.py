@@ -101,6 +101,11 @@ def test_tf32_on_cpu_falls_back_to_fp32_with_a_note(compose_config, tmp_path):
         (["cuda_graphs=true", "ddp.comm_hook=powersgd"], ONE_GPU, "ddp.comm_hook=powersgd"),
         (["cuda_graphs=true", "ddp.find_unused_parameters=true"], ONE_GPU, "find_unused"),
         (["cuda_graphs=true", "warmup_steps=11"], ONE_GPU, "set warmup_steps>=12"),
+        (["checkpoint.every_steps=15"], CPU, "multiple of log_every=10"),
+        (["checkpoint.every_steps=10", "repeats=2"], CPU, "set repeats=1"),
+        (["debug.crash_at_step=0"], CPU, "debug.crash_at_step=0 must be a step from 1"),
+        (["debug.crash_at_step=3", "debug.crash_rank=2"], CPU, "debug.crash_rank=2 must be"),
+        (["dist_timeout_s=0"], CPU, "dist_timeout_s=0.0 must be positive"),
     ],
 )
 def test_bad_input_names_the_key(compose_config, tmp_path, overrides, machine, words):

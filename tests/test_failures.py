@@ -183,3 +183,29 @@ def test_first_failure_orders_the_ranks(tmp_path, files, failures, after_s, expe
     rank, reason = first_failure(exits, tmp_path, world_size, ended_at=1.0 + after_s)
     assert rank == expected[0]
     assert expected[1] in reason
+
+
+@pytest.mark.parametrize(
+    "data", [[], ["data=fake", "data.size=40", "data.num_workers=1"]], ids=["synthetic", "fake"]
+)
+def test_resume_continues_a_crashed_job_from_its_checkpoint(tmp_path, data):
+    """The resumed job ends exactly where an uninterrupted one does, and its TensorBoard
+    curve continues at the checkpoint's step (the fake data set's 5 batches per rank and
+    epoch put the checkpoint inside the second epoch)."""
+    job = ["steps=12", "log_every=2", "warmup_steps=2", "batch=4", "checkpoint.every_steps=6"]
+    job += ["task.no_sync_steps=0", *data]
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    assert run_cli([*job, f"hydra.run.dir={whole}"]).returncode == 0
+    crashed = run_cli([*job, "debug.crash_at_step=9", f"hydra.run.dir={resumed}"])
+    assert crashed.returncode != 0
+    assert json.loads((resumed / "checkpoint.json").read_text()) == {"step": 6}
+    done = run_cli([*job, "resume=true", f"hydra.run.dir={resumed}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "continues from its checkpoint of step 6" in done.stdout + done.stderr
+    assert "raises on purpose" not in done.stderr, "the killed run's log is kept aside"
+    assert (resumed / "logs" / "previous1" / "rank0.stderr.log").is_file()
+    result = load_result(resumed)
+    assert result["status"] == "completed"
+    assert result["metrics"]["resumed_from_step"] == 6
+    assert result["metrics"]["final_loss"] == load_result(whole)["metrics"]["final_loss"]
+    assert _loss_steps(resumed) == [2, 4, 6, 8, 10, 12]

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+from linkbench import checkpoint
 from linkbench.callbacks import sweep_dimensions
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted
 from linkbench.failures import first_failure
@@ -268,6 +269,10 @@ def run_job(cfg: DictConfig) -> float:
     checks: list[dict[str, Any]] = []
     try:
         plan = with_flops(make_plan(cfg, str(job_dir), overrides))
+        if cfg.resume and (step := checkpoint.saved_step(job_dir)) is not None:
+            plan = dataclasses.replace(plan, resume_step=step)
+            log.info("resume: %s continues from its checkpoint of step %d", job_dir, step)
+            result["resumed_from_step"] = step
         write_rerun_config(plan, job_dir)
         result.update(describe_plan(plan))
         for note in plan.notes:

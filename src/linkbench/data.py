@@ -8,12 +8,13 @@ is in the measurement. The others go through a DataLoader with a DistributedSamp
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -22,10 +23,23 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 @dataclass
 class Batches:
-    """An endless stream of (inputs, targets) on the rank's device."""
+    """An endless stream of (inputs, targets) on the rank's device, and where it is: the
+    epoch and how many batches of it were taken (for checkpoints; synthetic data has none)."""
 
     stream: Iterator[Batch]
     num_classes: int
+    position: dict[str, int] = field(default_factory=dict)
+
+
+class ResumableSampler(DistributedSampler):
+    """A DistributedSampler whose next epoch can start ``skip`` samples in."""
+
+    skip = 0
+
+    def __iter__(self) -> Iterator[int]:
+        indices = list(super().__iter__())[self.skip :]
+        self.skip = 0
+        return iter(indices)
 
 
 def _synthetic(config: dict[str, Any], batch: int, device: torch.device, seed: int) -> Batches:
@@ -85,13 +99,17 @@ def _dataset(data: dict[str, Any], local_rank: int) -> Any:
 
 
 def _loader(
-    config: dict[str, Any], batch: int, device: torch.device, rank: int, world: int, local_rank: int
+    config: dict[str, Any],
+    batch: int,
+    device: torch.device,
+    rank: int,
+    world: int,
+    local_rank: int,
+    start: dict[str, int],
 ) -> Batches:
-    from torch.utils.data import DataLoader, DistributedSampler
-
     data = config["data"]
     dataset = _dataset(data, local_rank)
-    sampler = DistributedSampler(
+    sampler = ResumableSampler(
         dataset, num_replicas=world, rank=rank, shuffle=True, seed=config["seed"], drop_last=True
     )
     workers = data["num_workers"]
@@ -112,25 +130,36 @@ def _loader(
     channels_last = config["model"]["channels_last"] and device.type == "cuda"
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
 
+    position = {"epoch": start.get("epoch", 0), "batch": start.get("batch", 0)}
+
     def forever() -> Iterator[Batch]:
-        epoch = 0
         while True:
-            sampler.set_epoch(epoch)
+            sampler.set_epoch(position["epoch"])
+            sampler.skip = position["batch"] * batch
             for images, labels in loader:
+                position["batch"] += 1
                 yield (
                     images.to(device, non_blocking=True, memory_format=memory_format),
                     labels.to(device, non_blocking=True),
                 )
-            epoch += 1
+            position["epoch"] += 1
+            position["batch"] = 0
 
     classes = getattr(dataset, "classes", None)
-    return Batches(forever(), len(classes) if classes else data["num_classes"])
+    return Batches(forever(), len(classes) if classes else data["num_classes"], position)
 
 
 def make_batches(
-    config: dict[str, Any], batch: int, device: torch.device, rank: int, world: int, local_rank: int
+    config: dict[str, Any],
+    batch: int,
+    device: torch.device,
+    rank: int,
+    world: int,
+    local_rank: int,
+    start: dict[str, int] | None = None,
 ) -> Batches:
-    """The batches this rank trains on; synthetic data differs between ranks by seed."""
+    """The batches this rank trains on, from ``start`` (a checkpoint's data position);
+    synthetic data differs between ranks by seed."""
     if config["data"]["name"] == "synthetic":
         return _synthetic(config, batch, device, seed=config["seed"] * 1000 + rank)
-    return _loader(config, batch, device, rank, world, local_rank)
+    return _loader(config, batch, device, rank, world, local_rank, start or {})

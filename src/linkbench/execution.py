@@ -62,13 +62,13 @@ class Stepper:
         self._forward: nn.Module = self.ddp_model
         if cfg["compile"]:
             self._forward = torch.compile(self.ddp_model, mode=cfg["compile_mode"])
-        self._scaler = precision.grad_scaler(self._precision, device)
+        self.scaler = precision.grad_scaler(self._precision, device)
         self.optimizer = build_optimizer(
             self.ddp_model,
             cfg["model"],
             plan.lr,
             device,
-            grad_scaler=self._scaler.is_enabled(),
+            grad_scaler=self.scaler.is_enabled(),
             capturable=self.cuda_graphs,
         )
         self.schedule = build_schedule(self.optimizer, cfg["scaling"]["lr_warmup_steps"])
@@ -99,9 +99,9 @@ class Stepper:
         autocast = precision.autocast(self._precision, self._device, cache=not self.cuda_graphs)
         with autocast:
             loss = loss_fn(self._forward(inputs), targets)
-        self._scaler.scale(loss).backward()
-        self._scaler.step(self.optimizer)
-        self._scaler.update()
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         if zero_grad:
             self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()

@@ -44,6 +44,7 @@ class JobLogsSpecs(LogsSpecs):
 
     def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        _keep_previous_attempt(self.log_dir)
         ranks = range(len(envs))
         stdouts = {r: str(self.log_dir / f"rank{r}.stdout.log") for r in ranks}
         stderrs = {r: str(self.log_dir / f"rank{r}.stderr.log") for r in ranks}
@@ -61,6 +62,21 @@ class JobLogsSpecs(LogsSpecs):
             filtered_stdout=os.devnull,
             filtered_stderr=os.devnull,
         )
+
+
+def _keep_previous_attempt(log_dir: Path) -> None:
+    """Move the files an earlier attempt of this run left (a resumed job's killed run) into
+    ``previous<N>/``, so the console, the failure records and the NCCL logs are this one's."""
+    files = [p for p in log_dir.iterdir() if p.is_file()]
+    if not files:
+        return
+    attempt = 1
+    while (log_dir / f"previous{attempt}").exists():
+        attempt += 1
+    keep = log_dir / f"previous{attempt}"
+    keep.mkdir()
+    for path in files:
+        path.rename(keep / path.name)
 
 
 def launch(plan: JobPlan) -> dict[int, Any]:

@@ -68,6 +68,8 @@ class JobPlan:
     """Which of the job's ``repeats`` this plan runs (0-based)."""
     flops_per_sample: int | None = None
     """Training FLOPs of one sample (:mod:`linkbench.flops`), counted by the launcher."""
+    resume_step: int | None = None
+    """With ``resume=true``: the step of the checkpoint the job continues from."""
 
     @property
     def world_size(self) -> int:
@@ -111,6 +113,11 @@ def _check_ranges(cfg: DictConfig) -> None:
         every >= 0 and every % cfg.log_every == 0,
         f"checkpoint.every_steps={every} must be 0 (none) or a multiple of "
         f"log_every={cfg.log_every}, so checkpoints fall between timing windows.",
+    )
+    _require(
+        every == 0 or cfg.repeats == 1,
+        f"checkpoint.every_steps={every} with repeats={cfg.repeats}: a checkpoint continues "
+        "one run; set repeats=1 or checkpoint.every_steps=0.",
     )
     d = cfg.ddp
     _require(d.bucket_cap_mb > 0, f"ddp.bucket_cap_mb={d.bucket_cap_mb} must be positive.")

@@ -111,7 +111,9 @@ class Board:
         self.writer = None
         if plan.repeat > 0:
             return
-        self.writer = SummaryWriter(log_dir=plan.job_dir, flush_secs=30)
+        # A resumed job drops the events its killed run wrote after its checkpoint.
+        purge = plan.resume_step + 1 if plan.resume_step is not None else None
+        self.writer = SummaryWriter(log_dir=plan.job_dir, flush_secs=30, purge_step=purge)
         config_yaml = OmegaConf.to_yaml(OmegaConf.create(plan.config))
         self.writer.add_text("config", as_markdown_code(config_yaml))
         self.writer.add_text("overrides", as_markdown_code("\n".join(plan.overrides) or "(none)"))

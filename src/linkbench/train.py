@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from linkbench import comm, precision
-from linkbench.data import make_batches
+from linkbench import checkpoint, comm, precision
+from linkbench.data import Batches, make_batches
 from linkbench.execution import Stepper
 from linkbench.flops import FlopRate, peak_tflops
 from linkbench.models import build_model
@@ -76,31 +76,40 @@ def summarize(
     return metrics
 
 
-def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, FlopRate | None]:
-    """The rank's model in its execution mode; rank 0 also gets the FLOPs of a sample."""
+def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | None]:
+    """The rank's model in its execution mode, its batches, the step it starts after (0, or
+    the checkpoint's when resuming); rank 0 also gets the FLOPs of a sample."""
     cfg, device = plan.config, me.device
     torch.manual_seed(cfg["seed"])
     precision.configure_tf32(plan.precision == "tf32")
     torch.backends.cudnn.benchmark = cfg["cudnn_benchmark"]
-    batches = make_batches(cfg, cfg["batch"], device, me.rank, me.world_size, me.local_rank)
+    state = checkpoint.load(Path(plan.job_dir)) if plan.resume_step is not None else None
+    start = state["data"] if state else None
+    batches = make_batches(cfg, cfg["batch"], device, me.rank, me.world_size, me.local_rank, start)
     model = build_model(cfg["model"], cfg["data"]["image_size"], batches.num_classes).to(device)
     if cfg["model"]["channels_last"] and device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
+    stepper = Stepper(plan, model, batches.stream, device)
+    if state:
+        checkpoint.restore(state, stepper, me)
+        log.info("resumed from the checkpoint of step %d", state["step"])
     flops = None
     if me.is_main and plan.flops_per_sample:
         flops = FlopRate(plan.flops_per_sample, peak_tflops(device, plan.precision))
-    return Stepper(plan, model, batches.stream, device), flops
+    return stepper, batches, state["step"] if state else 0, flops
 
 
 def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
     """Run the job's steps on this rank; rank 0 returns the job's metrics and timeline."""
     cfg, device = plan.config, me.device
     steps, warmup, log_every = cfg["steps"], cfg["warmup_steps"], cfg["log_every"]
-    stepper, flops = _build(plan, me)
+    stepper, batches, first, flops = _build(plan, me)
+    every = cfg["checkpoint"]["every_steps"]
     timer = WindowTimer(device)
     windows: list[Window] = []
     loss_sum = torch.zeros((), device=device)
-    loss_count, window_start, mean_loss = 0, warmup, float("nan")
+    timed_from = first + warmup  # the last untimed step (warmup counts again after a resume)
+    loss_count, window_start, mean_loss = 0, timed_from, float("nan")
     timeline: dict[str, float] = {}
     first_step_s = None
     if warmup == 0:
@@ -112,24 +121,24 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
     )  # fmt: skip
     loop_started = time.perf_counter()
     crash_at = cfg["debug"]["crash_at_step"] if me.rank == cfg["debug"]["crash_rank"] else None
-    for done in range(1, steps + 1):
+    for done in range(first + 1, steps + 1):
         if done == crash_at:
             raise RuntimeError(f"debug.crash_at_step={done}: rank {me.rank} raises on purpose")
         loss_sum += stepper.synced().float()
         loss_count += 1
-        if done == 1 and warmup > 0:
+        if done == first + 1 and warmup > 0:
             # Untimed, so waiting here costs the measurement nothing; with compile=true or
             # cuda_graphs=true this step holds the compilation or the eager DDP start.
             _wait_for(device)
             first_step_s = time.perf_counter() - loop_started
             timeline["first_step_done_at"] = time.time()
-        if done == warmup:
+        if done == timed_from:
             timer.start()
         if done % log_every and done != steps:
             continue
         lr = plan.lr * warmup_factor(done - 1, cfg["scaling"]["lr_warmup_steps"])
         scalars = {"train/lr": lr}
-        if done > warmup:
+        if done > timed_from:
             window = Window(done - window_start, timer.lap())
             windows.append(window)
             window_start = done
@@ -151,10 +160,16 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
             _log_progress(done, steps, scalars)
             partial = summarize(plan, windows, sum(w.ms for w in windows), mean_loss, flops)
             write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
+        if every and done % every == 0 and done < steps:
+            checkpoint.save(Path(plan.job_dir), stepper, done, batches.position, me)
+            if done >= timed_from:
+                timer.start()  # the next window opens after the save: it is not training time
     timed_ms = max_over_ranks(sum(w.ms for w in windows), device)
     metrics = summarize(plan, windows, timed_ms, mean_loss, flops)
     if first_step_s is not None:
         metrics["first_step_s"] = first_step_s
+    if first:
+        metrics["resumed_from_step"] = first
     if device.type == "cuda":
         # Peak memory of the training steps, before the probe may capture a second graph.
         metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
