@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import signal
 import statistics
 import time
@@ -26,11 +27,11 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from linkbench import checkpoint
 from linkbench.callbacks import sweep_dimensions
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted
-from linkbench.failures import first_failure
+from linkbench.failures import Stopped, first_failure, first_recorded_failure
 from linkbench.flops import train_flops_per_sample
 from linkbench.launch import launch
 from linkbench.nccl_log import parse_files
-from linkbench.plan import JobPlan, make_plan
+from linkbench.plan import JobPlan, Machine, make_plan
 from linkbench.provenance import git_state
 from linkbench.results import (
     HARDWARE_FILE,
@@ -45,6 +46,7 @@ from linkbench.results import (
 from linkbench.tensorboard_log import write_job_summary
 from linkbench.topology import versions
 from linkbench.transport import verify
+from linkbench.worker import worker_main
 
 log = logging.getLogger("linkbench")
 
@@ -59,6 +61,7 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
     return {
         "task": c["task"]["name"],
         "world_size": plan.world_size,
+        "nnodes": plan.nnodes,
         "backend": plan.backend,
         "device_type": plan.device_type,
         "interconnect": c["interconnect"]["name"],
@@ -252,14 +255,73 @@ def _finish(result: dict, plan: JobPlan | None, repeat_metrics: list, checks: li
     write_json(job_dir / RESULT_FILE, result)
 
 
+def _plan_job(
+    cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine, result: dict
+) -> JobPlan:
+    plan = make_plan(cfg, str(job_dir), overrides, machine)
+    if cfg.resume and (step := checkpoint.saved_step(job_dir)) is not None:
+        plan = dataclasses.replace(plan, resume_step=step)
+        log.info("resume: %s continues from its checkpoint of step %d", job_dir, step)
+        result["resumed_from_step"] = step
+    return plan
+
+
+def _export_slurm_world() -> None:
+    """In a submitit job of several tasks (one per GPU), set torch's RANK, WORLD_SIZE,
+    MASTER_ADDR... from SLURM's variables, so every task joins the job's world as a rank."""
+    if not os.environ.get("SUBMITIT_EXECUTOR"):
+        return
+    from submitit import JobEnvironment
+    from submitit.helpers import TorchDistributedEnvironment
+
+    if JobEnvironment().num_tasks > 1:
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+
+
+def _check_outside_launch(hydra_cfg: DictConfig, environ: dict[str, str]) -> None:
+    """Under torchrun every rank runs run.py: they must agree on one job and its directory."""
+    if "TORCHELASTIC_RUN_ID" not in environ:
+        return  # SLURM tasks of a submitit job share the directory Hydra gave the job
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        raise ConfigError(
+            "-m under torchrun would run the whole sweep in every rank; start one torchrun "
+            "per job, or sweep with hydra/launcher=submitit_slurm."
+        )
+    if not any(o.startswith("hydra.run.dir=") for o in hydra_cfg.overrides.hydra):
+        raise ConfigError(
+            "under torchrun every rank runs run.py and needs the same output directory; "
+            "add hydra.run.dir=DIR."
+        )
+
+
+def _run_other_rank(
+    cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine
+) -> float:
+    """A rank other than 0 under an outside launcher: train, write nothing of the job's."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
+        root.removeHandler(handler)  # rank 0 alone writes the job's log file
+    worker_main(_plan_job(cfg, job_dir, overrides, machine, {}))
+    return 0.0
+
+
 def run_job(cfg: DictConfig) -> float:
-    """Plan, launch (``repeats`` times) and record one job; returns its headline metric."""
+    """Plan, launch (``repeats`` times) and record one job; returns its headline metric.
+
+    Under torchrun or a SLURM job of several tasks, this process is one rank of the world:
+    global rank 0 runs and records the job, the other ranks only train."""
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
+    _export_slurm_world()
+    machine = Machine.current()
+    overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("resume=")]
+    if machine.outside is not None:
+        _check_outside_launch(hydra_cfg, dict(machine.environ))
+        if machine.outside.rank != 0:
+            return _run_other_rank(cfg, job_dir, overrides, machine)
     if cfg.get("resume") and (previous := _completed_result(job_dir)):
         log.info("resume: %s already completed; skipping it", job_dir)
         return _report(previous)
-    overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("resume=")]
     result: dict[str, Any] = {"status": "failed", "overrides": overrides, "job_dir": str(job_dir)}
     result["started_at"] = _now()
     job_started_at = time.time()
@@ -268,11 +330,7 @@ def run_job(cfg: DictConfig) -> float:
     repeat_metrics: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     try:
-        plan = with_flops(make_plan(cfg, str(job_dir), overrides))
-        if cfg.resume and (step := checkpoint.saved_step(job_dir)) is not None:
-            plan = dataclasses.replace(plan, resume_step=step)
-            log.info("resume: %s continues from its checkpoint of step %d", job_dir, step)
-            result["resumed_from_step"] = step
+        plan = with_flops(_plan_job(cfg, job_dir, overrides, machine, result))
         write_rerun_config(plan, job_dir)
         result.update(describe_plan(plan))
         for note in plan.notes:
@@ -287,16 +345,24 @@ def run_job(cfg: DictConfig) -> float:
         result["failed_rank"], result["error"] = _failure_message(error, failed_run)
         log.error("job failed: %s", result["error"])
         raise JobFailed(f"{job_dir}: {result['error']}") from None
-    except (KeyboardInterrupt, SignalException) as error:
+    except (KeyboardInterrupt, SignalException, Stopped) as error:
         result["status"] = "interrupted"
         result["error"] = f"interrupted ({type(error).__name__}: {error})"
         if isinstance(error, SignalException):
             name = signal.Signals(error.sigval).name
             raise JobInterrupted(f"{job_dir}: stopped by {name}, with its workers") from None
         raise
-    except Exception as error:  # the launcher itself failed (rendezvous, ...): keep the record
+    except Exception as error:
         result["error"] = f"{type(error).__name__}: {error}"
-        raise
+        if plan is not None and plan.in_place:  # this rank's task failed, perhaps after another
+            result["failed_rank"], result["error"] = first_recorded_failure(
+                plan.log_dir, plan.world_size
+            ) or (0, result["error"])
+            log.error(
+                "job failed: rank %d failed first: %s", result["failed_rank"], result["error"]
+            )
+            raise JobFailed(f"{job_dir}: rank {result['failed_rank']}: {result['error']}") from None
+        raise  # the launcher itself failed (rendezvous, ...): the record keeps the error
     finally:
         result["duration_s"] = round(time.monotonic() - started, 3)
         _finish(result, plan, repeat_metrics, checks)

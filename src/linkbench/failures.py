@@ -61,9 +61,7 @@ def first_failure(
     (``ended_at``, seconds since the epoch). A rank killed from outside leaves no file: it
     failed first unless the launcher's grace period passed, in which case the launcher may
     have killed it itself."""
-    recorded = {
-        rank: data for rank in range(world_size) if (data := read_json(_file(log_dir, rank)))
-    }
+    recorded = _recorded(log_dir, world_size)
     own = {rank: data for rank, data in recorded.items() if not data["stopped"]}
     first_own = min(own, key=lambda r: own[r]["time"], default=None)
     grace_passed = first_own is not None and ended_at - own[first_own]["time"] >= LAUNCHER_GRACE_S
@@ -85,6 +83,20 @@ def first_failure(
         return first_own, own[first_own]["error"]
     rank = min(failures, default=0)
     return rank, f"exit code {failures[rank].exitcode}" if failures else "no rank said why"
+
+
+def first_recorded_failure(log_dir: Path, world_size: int) -> tuple[int, str] | None:
+    """(rank, error) of the earliest failure a rank recorded itself, if any did. Under an
+    outside launcher only this node's records may be visible, so silence proves nothing."""
+    own = {r: d for r, d in _recorded(log_dir, world_size).items() if not d["stopped"]}
+    if not own:
+        return None
+    rank = min(own, key=lambda r: own[r]["time"])
+    return rank, own[rank]["error"]
+
+
+def _recorded(log_dir: Path, world_size: int) -> dict[int, dict[str, Any]]:
+    return {rank: data for rank in range(world_size) if (data := read_json(_file(log_dir, rank)))}
 
 
 def _file(log_dir: Path, rank: int) -> Path:

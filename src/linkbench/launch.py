@@ -83,7 +83,11 @@ def launch(plan: JobPlan) -> dict[int, Any]:
     """Run :func:`worker_main` on every rank; returns {rank: return value}.
 
     Raises ``ChildFailedError`` when a worker fails; the launcher then stops the others.
+    Under an outside launcher (``plan.in_place``) this process is one rank: it runs
+    :func:`worker_main` itself and returns {its rank: its return value}.
     """
+    if plan.in_place:
+        return {int(os.environ["RANK"]): worker_main(plan)}
     # linkbench reports a failed worker itself, naming its rank and log file; the launcher's
     # own traceback of that event is about its internals.
     logging.getLogger("torch.distributed.elastic").setLevel(logging.WARNING)

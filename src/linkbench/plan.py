@@ -35,18 +35,42 @@ CUDA_GRAPH_EAGER_STEPS = 11
 COMPILE_STEPS = 3
 
 
+# What torchrun (and submitit's TorchDistributedEnvironment) set in every process it starts.
+WORLD_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR")
+
+
+@dataclass(frozen=True)
+class OutsideWorld:
+    """The world an outside launcher (torchrun, SLURM) started this process in."""
+
+    rank: int
+    world_size: int
+    local_world_size: int
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> OutsideWorld | None:
+        if not all(name in environ for name in WORLD_VARIABLES):
+            return None
+        sizes = (int(environ["WORLD_SIZE"]), int(environ["LOCAL_WORLD_SIZE"]))
+        return cls(int(environ["RANK"]), *sizes)
+
+
 @dataclass(frozen=True)
 class Machine:
     """What the launching process can see."""
 
     cuda_devices: int
     environ: Mapping[str, str] = field(default_factory=dict)
+    outside: OutsideWorld | None = None
+    """Set when torchrun or SLURM started this process as one rank of a world."""
 
     @classmethod
     def current(cls) -> Machine:
         import torch
 
-        return cls(cuda_devices=torch.cuda.device_count(), environ=dict(os.environ))
+        environ = dict(os.environ)
+        outside = OutsideWorld.from_env(environ)
+        return cls(torch.cuda.device_count(), environ, outside)
 
 
 @dataclass(frozen=True)
@@ -66,6 +90,10 @@ class JobPlan:
     notes: list[str]
     repeat: int = 0
     """Which of the job's ``repeats`` this plan runs (0-based)."""
+    nnodes: int = 1
+    """Nodes of the world (more than 1 only under an outside launcher)."""
+    in_place: bool = False
+    """This process is a rank an outside launcher started: run as it, launch nothing."""
     flops_per_sample: int | None = None
     """Training FLOPs of one sample (:mod:`linkbench.flops`), counted by the launcher."""
     resume_step: int | None = None
@@ -73,7 +101,7 @@ class JobPlan:
 
     @property
     def world_size(self) -> int:
-        return self.nproc_per_node
+        return self.nnodes * self.nproc_per_node
 
     @property
     def log_dir(self) -> Path:
@@ -227,6 +255,14 @@ def _resolve_devices(cfg: DictConfig, machine: Machine) -> tuple[str, str, int]:
         backend = "nccl" if gpus > 0 else "gloo"
     device_type = "cuda" if gpus > 0 else "cpu"
     devices = cfg.devices
+    if machine.outside is not None:
+        started = machine.outside.local_world_size
+        _require(
+            devices is None or devices == started,
+            f"devices={devices} but the outside launcher started {started} processes on this "
+            "node; leave devices unset under torchrun or SLURM.",
+        )
+        devices = started
     if devices is None:
         devices = gpus if gpus > 0 else CPU_DEFAULT_DEVICES
     _require(devices > 0, f"devices={devices} must be positive, or null for every visible GPU.")
@@ -237,6 +273,18 @@ def _resolve_devices(cfg: DictConfig, machine: Machine) -> tuple[str, str, int]:
             "leave devices unset to use them all.",
         )
     return backend, device_type, devices
+
+
+def _nodes(machine: Machine, nproc_per_node: int) -> int:
+    if machine.outside is None:
+        return 1
+    world = machine.outside.world_size
+    _require(
+        world % nproc_per_node == 0,
+        f"the outside launcher's world of {world} processes does not split into nodes of "
+        f"{nproc_per_node}; start the same number of processes on every node.",
+    )
+    return world // nproc_per_node
 
 
 def _resolve_precision(cfg: DictConfig, device_type: str, notes: list[str]) -> str:
@@ -321,10 +369,11 @@ def make_plan(
     _check_known_keys(plain)
     _check_ranges(cfg)
     backend, device_type, nproc = _resolve_devices(cfg, machine)
-    _check_debug(cfg, nproc)
+    nnodes = _nodes(machine, nproc)
+    _check_debug(cfg, nnodes * nproc)
     precision = _resolve_precision(cfg, device_type, notes)
     _check_speed(cfg, device_type, notes)
-    global_batch = cfg.batch * nproc
+    global_batch = cfg.batch * nproc * nnodes
     _check_task(cfg)
     if cfg.task.name == "train":
         _check_model(cfg)
@@ -346,6 +395,8 @@ def make_plan(
         backend=backend,
         device_type=device_type,
         nproc_per_node=nproc,
+        nnodes=nnodes,
+        in_place=machine.outside is not None,
         precision=precision,
         global_batch=global_batch,
         lr=lr,

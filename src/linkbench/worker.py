@@ -99,7 +99,10 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     if plan.backend == "nccl":
         log_file = plan.log_dir / f"nccl.rank{rank}.log"
         apply_env(nccl_debug_env(str(log_file), dict(os.environ)))
-    _setup_logging()
+    if plan.in_place:  # Hydra has set up this process's logging; no launcher made the logs dir
+        plan.log_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        _setup_logging()
     stop_on_sigterm()
     local_rank = int(os.environ["LOCAL_RANK"])
     device = _setup_device(plan, local_rank)
@@ -124,9 +127,9 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         # The launcher keeps the traceback in an error file; the rank's log should show it too.
         record_failure(plan.log_dir, rank, error)
         if isinstance(error, (Stopped, KeyboardInterrupt)):
-            # A stop is no error of this rank's: exit as the signal would, without a traceback.
             log.warning("rank %d stopped: %s", rank, error or "interrupted")
-            raise SystemExit(128 + STOP_SIGNALS[type(error)]) from None
+            if not plan.in_place:  # a stop is no error of this rank's: exit without traceback
+                raise SystemExit(128 + STOP_SIGNALS[type(error)]) from None
         log.exception("rank %d failed", rank)
         raise
     finally:
