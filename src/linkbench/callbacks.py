@@ -1,4 +1,7 @@
-"""Hydra callback that keeps a sweep's summary current and prints it when the sweep ends.
+"""Hydra callbacks: an output-directory check before any job, and the sweep's summary.
+
+:class:`OutputDirCheck` refuses an output directory that cannot be made or written in one
+sentence, before Hydra itself would fail on it with a traceback.
 
 The summary is rebuilt from the jobs' result.json files after every job, so it exists even
 when a job failed (Hydra then skips ``on_multirun_end``) and a remote launcher's jobs are
@@ -10,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +83,37 @@ class SweepSummary(Callback):
     def _print(self, sweep_dir: Path, text: str) -> None:
         self.printed = True
         print(f"\n{text}\n(summary: {sweep_dir / SUMMARY_MD}, summary.csv and plots beside it)")
+
+
+def unwritable_reason(directory: Path) -> str | None:
+    """Why ``directory`` cannot be created or written, or None when it can."""
+    existing = directory
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None
+
+
+class OutputDirCheck(Callback):
+    """Registered in conf/config.yaml; checks hydra.run.dir or hydra.sweep.dir up front."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check("hydra.run.dir", config.hydra.run.dir)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check("hydra.sweep.dir", config.hydra.sweep.dir)
+
+    def _check(self, key: str, directory: str) -> None:
+        reason = unwritable_reason(Path(directory).expanduser().absolute())
+        if reason:
+            # Hydra turns a callback's exceptions into warnings; this must stop the run.
+            print(
+                f"{key}={directory} cannot hold the outputs: {reason}; choose another {key}.",
+                file=sys.stderr,
+            )
+            raise SystemExit(1)

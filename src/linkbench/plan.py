@@ -169,20 +169,30 @@ def _check_debug(cfg: DictConfig, world_size: int) -> None:
 
 def _check_model(cfg: DictConfig) -> None:
     m = cfg.model
+    _require(m.weight_decay >= 0, f"model.weight_decay={m.weight_decay} must be >= 0.")
     if m.input == "tokens":
+        for key in ("vocab_size", "seq_len", "n_layer", "n_head", "d_model"):
+            _require(m[key] > 0, f"model.{key}={m[key]} must be positive.")
         _require(
             m.d_model % m.n_head == 0,
             f"model.d_model={m.d_model} must be a multiple of model.n_head={m.n_head}.",
         )
-        for key in ("vocab_size", "seq_len", "n_layer", "n_head"):
-            _require(m[key] > 0, f"model.{key}={m[key]} must be positive.")
         _require(
             cfg.data.name == "synthetic",
             f"model={m.name} trains on tokens and data={cfg.data.name} holds images; "
             "use data=synthetic.",
         )
         return
-    _require(cfg.data.image_size > 0, f"data.image_size={cfg.data.image_size} must be positive.")
+    _require(
+        cfg.data.image_size > 0,
+        f"data.image_size={cfg.data.image_size} must be positive (it follows model.image_size "
+        "unless set).",
+    )
+    _require(
+        cfg.data.num_classes > 0,
+        f"data.num_classes={cfg.data.num_classes} must be positive (it follows "
+        "model.num_classes unless set).",
+    )
     if m.name == "vit_b_16":
         _require(
             cfg.data.image_size % 16 == 0,
@@ -216,6 +226,10 @@ def _check_data(cfg: DictConfig, global_batch: int) -> None:
                 f"data.root={d.root} is not a directory; point it at an ImageNet-style folder "
                 "(one subfolder per class).",
             )
+        _require(
+            not root.is_dir() or os.access(root, os.R_OK | os.X_OK),
+            f"data.root={d.root} cannot be read by this user; fix its permissions or copy it.",
+        )
     _require(d.num_workers >= 0, f"data.num_workers={d.num_workers} must be >= 0.")
 
 
