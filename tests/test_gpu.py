@@ -159,3 +159,20 @@ def test_mfu_is_reported_on_known_gpus(tmp_path, model):
     if peak_tflops(torch.cuda.get_device_name(0), "bf16") is None:
         pytest.skip(f"{torch.cuda.get_device_name(0)} has no peak in linkbench.flops")
     assert 0 < metrics["mfu"] < 1
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_resume_from_a_checkpoint_with_cuda_graphs(tmp_path):
+    """The checkpoint restores a capturable optimizer (its lr a device tensor) before the
+    resumed run's eager steps and capture."""
+    job = [*FAST_PATH_JOB, "cuda_graphs=true", "checkpoint.every_steps=20"]
+    whole = _train_on_one_gpu(tmp_path, "whole", job)
+    crash = ["debug.crash_at_step=30", "devices=1", f"hydra.run.dir={tmp_path / 'r'}"]
+    crashed = run_cli([*job, *crash])
+    assert crashed.returncode != 0
+    resumed = _train_on_one_gpu(tmp_path, "r", [*job, "resume=true"])
+    assert resumed["metrics"]["resumed_from_step"] == 20
+    assert resumed["metrics"]["final_loss"] == pytest.approx(
+        whole["metrics"]["final_loss"], rel=0.01
+    )

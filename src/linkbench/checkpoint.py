@@ -65,9 +65,10 @@ def _replace(path: Path, write: Any) -> None:
     os.replace(tmp, path)
 
 
-def load(job_dir: Path) -> dict[str, Any]:
-    """The job's latest checkpoint, on the CPU (load_state_dict moves it to the device)."""
-    return torch.load(job_dir / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
+def load(job_dir: Path, device: torch.device) -> dict[str, Any]:
+    """The job's latest checkpoint, its tensors on ``device`` (where a capturable
+    optimizer's learning-rate tensor must stay)."""
+    return torch.load(job_dir / CHECKPOINT_FILE, map_location=device, weights_only=True)
 
 
 def restore(state: dict[str, Any], stepper: Stepper, me: Rank) -> None:
@@ -77,6 +78,6 @@ def restore(state: dict[str, Any], stepper: Stepper, me: Rank) -> None:
     stepper.scaler.load_state_dict(state["grad_scaler"])
     stepper.schedule.load_state_dict(state["schedule"])
     rng = state["rng"][me.rank] if me.rank < len(state["rng"]) else state["rng"][0]
-    torch.set_rng_state(rng["cpu"])
+    torch.set_rng_state(rng["cpu"].cpu())
     if me.device.type == "cuda" and rng["cuda"] is not None:
-        torch.cuda.set_rng_state(rng["cuda"], me.device)
+        torch.cuda.set_rng_state(rng["cuda"].cpu(), me.device)

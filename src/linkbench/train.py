@@ -83,7 +83,7 @@ def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | N
     torch.manual_seed(cfg["seed"])
     precision.configure_tf32(plan.precision == "tf32")
     torch.backends.cudnn.benchmark = cfg["cudnn_benchmark"]
-    state = checkpoint.load(Path(plan.job_dir)) if plan.resume_step is not None else None
+    state = checkpoint.load(Path(plan.job_dir), device) if plan.resume_step is not None else None
     start = state["data"] if state else None
     batches = make_batches(cfg, cfg["batch"], device, me.rank, me.world_size, me.local_rank, start)
     model = build_model(cfg["model"], cfg["data"]["image_size"], batches.num_classes).to(device)
@@ -190,7 +190,7 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
 
 
 def execution_mode(cfg: dict[str, Any]) -> str:
-    """ ", compile (mode)", ", CUDA graphs" or "" (eager), for the log line."""
+    """The execution mode as the log line shows it (nothing for eager)."""
     if cfg["compile"]:
         return f", torch.compile {cfg['compile_mode']}"
     return ", CUDA graphs" if cfg["cuda_graphs"] else ""
