@@ -10,6 +10,7 @@ from linkbench.data import make_batches
 from linkbench.models import build_model, loss_fn
 from linkbench.optim import build_optimizer
 from linkbench.plan import Machine, make_plan
+from linkbench.rank import Rank
 from linkbench.scaling import scaled_lr, warmup_factor
 
 CPU = torch.device("cpu")
@@ -26,7 +27,7 @@ def test_every_model_takes_a_training_step(compose_config, tmp_path, model, imag
     else:
         overrides += [f"data.image_size={image_size}"]
     config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
-    batches = make_batches(config, 2, CPU, rank=0, world=1, local_rank=0)
+    batches = make_batches(config, 2, Rank(0, 0, 1, CPU))
     net = build_model(config["model"], config["data"]["image_size"], batches.num_classes)
     inputs, targets = next(batches.stream)
     loss = loss_fn(net(inputs), targets)
@@ -37,8 +38,8 @@ def test_every_model_takes_a_training_step(compose_config, tmp_path, model, imag
 
 def test_synthetic_data_differs_between_ranks(compose_config, tmp_path):
     config = make_plan(compose_config(), str(tmp_path), [], Machine(0)).config
-    a, _ = next(make_batches(config, 4, CPU, rank=0, world=2, local_rank=0).stream)
-    b, _ = next(make_batches(config, 4, CPU, rank=1, world=2, local_rank=1).stream)
+    a, _ = next(make_batches(config, 4, Rank(0, 0, 2, CPU)).stream)
+    b, _ = next(make_batches(config, 4, Rank(1, 1, 2, CPU)).stream)
     assert a.shape == (4, 3, 32, 32)
     assert not torch.equal(a, b)
 
@@ -46,7 +47,7 @@ def test_synthetic_data_differs_between_ranks(compose_config, tmp_path):
 def test_fake_data_shards_across_ranks(compose_config, tmp_path):
     overrides = ["data=fake", "data.size=8", "data.num_workers=0", "batch=2"]
     config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
-    stream = make_batches(config, 2, CPU, rank=1, world=2, local_rank=1).stream
+    stream = make_batches(config, 2, Rank(1, 1, 2, CPU)).stream
     shapes = {tuple(next(stream)[0].shape) for _ in range(5)}  # crosses an epoch boundary
     assert shapes == {(2, 3, 32, 32)}
 
@@ -58,7 +59,7 @@ def test_imagefolder_reads_class_folders(compose_config, tmp_path):
             Image.new("RGB", (40, 40), (i * 90, 10, 10)).save(tmp_path / cls / f"{i}.png")
     overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0"]
     config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
-    batches = make_batches(config, 2, CPU, rank=0, world=1, local_rank=0)
+    batches = make_batches(config, 2, Rank(0, 0, 1, CPU))
     images, labels = next(batches.stream)
     assert batches.num_classes == 3
     assert images.shape == (2, 3, 32, 32) and labels.shape == (2,)
@@ -70,7 +71,7 @@ def test_too_little_data_for_one_batch_is_an_error(compose_config, tmp_path):
     overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0"]
     config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
     with pytest.raises(ValueError, match="fewer than one batch"):
-        make_batches(config, 4, CPU, rank=0, world=2, local_rank=0)
+        make_batches(config, 4, Rank(0, 0, 2, CPU))
 
 
 def test_scaling_rules_and_warmup():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import signal
 import statistics
 import time
@@ -29,7 +28,7 @@ from linkbench.callbacks import sweep_dimensions
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted
 from linkbench.failures import Stopped, first_failure, first_recorded_failure
 from linkbench.flops import train_flops_per_sample
-from linkbench.launch import launch
+from linkbench.launch import check_outside_launch, export_slurm_world, launch
 from linkbench.nccl_log import parse_files
 from linkbench.plan import JobPlan, Machine, make_plan
 from linkbench.provenance import git_state
@@ -266,34 +265,6 @@ def _plan_job(
     return plan
 
 
-def _export_slurm_world() -> None:
-    """In a submitit job of several tasks (one per GPU), set torch's RANK, WORLD_SIZE,
-    MASTER_ADDR... from SLURM's variables, so every task joins the job's world as a rank."""
-    if not os.environ.get("SUBMITIT_EXECUTOR"):
-        return
-    from submitit import JobEnvironment
-    from submitit.helpers import TorchDistributedEnvironment
-
-    if JobEnvironment().num_tasks > 1:
-        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
-
-
-def _check_outside_launch(hydra_cfg: DictConfig, environ: dict[str, str]) -> None:
-    """Under torchrun every rank runs run.py: they must agree on one job and its directory."""
-    if "TORCHELASTIC_RUN_ID" not in environ:
-        return  # SLURM tasks of a submitit job share the directory Hydra gave the job
-    if hydra_cfg.mode == RunMode.MULTIRUN:
-        raise ConfigError(
-            "-m under torchrun would run the whole sweep in every rank; start one torchrun "
-            "per job, or sweep with hydra/launcher=submitit_slurm."
-        )
-    if not any(o.startswith("hydra.run.dir=") for o in hydra_cfg.overrides.hydra):
-        raise ConfigError(
-            "under torchrun every rank runs run.py and needs the same output directory; "
-            "add hydra.run.dir=DIR."
-        )
-
-
 def _run_other_rank(
     cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine
 ) -> float:
@@ -312,11 +283,11 @@ def run_job(cfg: DictConfig) -> float:
     global rank 0 runs and records the job, the other ranks only train."""
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
-    _export_slurm_world()
+    export_slurm_world()
     machine = Machine.current()
     overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("resume=")]
     if machine.outside is not None:
-        _check_outside_launch(hydra_cfg, dict(machine.environ))
+        check_outside_launch(hydra_cfg, dict(machine.environ))
         if machine.outside.rank != 0:
             return _run_other_rank(cfg, job_dir, overrides, machine)
     if cfg.get("resume") and (previous := _completed_result(job_dir)):

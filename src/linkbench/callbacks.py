@@ -66,8 +66,8 @@ class SweepSummary(Callback):
         self.printed = False
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        if config.hydra.mode != RunMode.MULTIRUN:
-            return
+        if config.hydra.mode != RunMode.MULTIRUN or os.environ.get("RANK", "0") != "0":
+            return  # one writer: the launching process, or global rank 0 under SLURM tasks
         self.finished += 1
         text = write_summary(Path(config.hydra.sweep.dir), self.baseline)
         if text and self.expected is not None and self.finished >= self.expected:

@@ -16,6 +16,8 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler
 
+from linkbench.rank import Rank
+
 Batch = tuple[torch.Tensor, torch.Tensor]
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -98,19 +100,11 @@ def _dataset(data: dict[str, Any], local_rank: int) -> Any:
     return datasets.CIFAR10(str(root), train=True, download=False, transform=transform)
 
 
-def _loader(
-    config: dict[str, Any],
-    batch: int,
-    device: torch.device,
-    rank: int,
-    world: int,
-    local_rank: int,
-    start: dict[str, int],
-) -> Batches:
-    data = config["data"]
-    dataset = _dataset(data, local_rank)
+def _loader(config: dict[str, Any], batch: int, me: Rank, start: dict[str, int]) -> Batches:
+    data, device, world = config["data"], me.device, me.world_size
+    dataset = _dataset(data, me.local_rank)
     sampler = ResumableSampler(
-        dataset, num_replicas=world, rank=rank, shuffle=True, seed=config["seed"], drop_last=True
+        dataset, num_replicas=world, rank=me.rank, shuffle=True, seed=config["seed"], drop_last=True
     )
     workers = data["num_workers"]
     loader = DataLoader(
@@ -150,16 +144,10 @@ def _loader(
 
 
 def make_batches(
-    config: dict[str, Any],
-    batch: int,
-    device: torch.device,
-    rank: int,
-    world: int,
-    local_rank: int,
-    start: dict[str, int] | None = None,
+    config: dict[str, Any], batch: int, me: Rank, start: dict[str, int] | None = None
 ) -> Batches:
-    """The batches this rank trains on, from ``start`` (a checkpoint's data position);
+    """The batches rank ``me`` trains on, from ``start`` (a checkpoint's data position);
     synthetic data differs between ranks by seed."""
     if config["data"]["name"] == "synthetic":
-        return _synthetic(config, batch, device, seed=config["seed"] * 1000 + rank)
-    return _loader(config, batch, device, rank, world, local_rank, start or {})
+        return _synthetic(config, batch, me.device, seed=config["seed"] * 1000 + me.rank)
+    return _loader(config, batch, me, start or {})

@@ -7,6 +7,9 @@ a job does not pay a torch import per rank: on a 2-core CPU machine that cut the
 outside a job's task from about 4.6 s to under 1 s after the sweep's first job. The command line is
 never re-run per rank. Each rank's stdout and stderr go to ``<job>/logs/rank<N>.std{out,err}.log``;
 rank 0's are also shown on the console.
+
+Under an outside launcher (torchrun, or SLURM tasks through submitit) this process is one
+rank of a world already started: :func:`launch` runs the worker in place instead.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from hydra.types import RunMode
+from omegaconf import DictConfig
 from torch.distributed.elastic.multiprocessing import Std
 from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from linkbench.errors import ConfigError
 from linkbench.plan import JobPlan
 from linkbench.worker import worker_main
 
@@ -115,3 +121,31 @@ def launch(plan: JobPlan) -> dict[int, Any]:
         # sweep must start from the environment this one started from.
         os.environ.clear()
         os.environ.update(saved)
+
+
+def export_slurm_world() -> None:
+    """In a submitit job of several tasks (one per GPU), set torch's RANK, WORLD_SIZE,
+    MASTER_ADDR... from SLURM's variables, so every task joins the job's world as a rank."""
+    if not os.environ.get("SUBMITIT_EXECUTOR"):
+        return
+    from submitit import JobEnvironment
+    from submitit.helpers import TorchDistributedEnvironment
+
+    if JobEnvironment().num_tasks > 1:
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+
+
+def check_outside_launch(hydra_cfg: DictConfig, environ: dict[str, str]) -> None:
+    """Under torchrun every rank runs run.py: they must agree on one job and its directory."""
+    if "TORCHELASTIC_RUN_ID" not in environ:
+        return  # SLURM tasks of a submitit job share the directory Hydra gave the job
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        raise ConfigError(
+            "-m under torchrun would run the whole sweep in every rank; start one torchrun "
+            "per job, or sweep with hydra/launcher=submitit_slurm."
+        )
+    if not any(o.startswith("hydra.run.dir=") for o in hydra_cfg.overrides.hydra):
+        raise ConfigError(
+            "under torchrun every rank runs run.py and needs the same output directory; "
+            "add hydra.run.dir=DIR."
+        )

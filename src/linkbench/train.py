@@ -85,7 +85,7 @@ def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | N
     torch.backends.cudnn.benchmark = cfg["cudnn_benchmark"]
     state = checkpoint.load(Path(plan.job_dir), device) if plan.resume_step is not None else None
     start = state["data"] if state else None
-    batches = make_batches(cfg, cfg["batch"], device, me.rank, me.world_size, me.local_rank, start)
+    batches = make_batches(cfg, cfg["batch"], me, start)
     model = build_model(cfg["model"], cfg["data"]["image_size"], batches.num_classes).to(device)
     if cfg["model"]["channels_last"] and device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
