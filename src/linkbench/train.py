@@ -99,94 +99,119 @@ def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | N
     return stepper, batches, state["step"] if state else 0, flops
 
 
+class TrainingRun:
+    """One rank's pass over the job's steps: timing windows, logging steps, checkpoints."""
+
+    def __init__(self, plan: JobPlan, me: Rank, board: Board | None) -> None:
+        self.plan, self.me, self.board = plan, me, board
+        self.cfg = plan.config
+        self.stepper, self.batches, self.first, self.flops = _build(plan, me)
+        # The last untimed step: warmup counts again after a resume.
+        self.timed_from = self.first + self.cfg["warmup_steps"]
+        self.timer = WindowTimer(me.device)
+        self.windows: list[Window] = []
+        self.window_start = self.timed_from
+        self.loss_sum = torch.zeros((), device=me.device)
+        self.loss_count = 0
+        self.mean_loss = float("nan")
+        self.first_step_s: float | None = None
+        self.timeline: dict[str, float] = {}
+
+    def run(self) -> None:
+        """Every step from the first (or the checkpoint's next) to ``steps``."""
+        cfg, me = self.cfg, self.me
+        steps, log_every = cfg["steps"], cfg["log_every"]
+        every = cfg["checkpoint"]["every_steps"]
+        crash_at = cfg["debug"]["crash_at_step"] if me.rank == cfg["debug"]["crash_rank"] else None
+        if self.timed_from == self.first:
+            self.timer.start()
+        started = time.perf_counter()
+        for done in range(self.first + 1, steps + 1):
+            if done == crash_at:
+                raise RuntimeError(f"debug.crash_at_step={done}: rank {me.rank} raises on purpose")
+            self.loss_sum += self.stepper.synced().float()
+            self.loss_count += 1
+            if done == self.first + 1 and self.timed_from > self.first:
+                # Untimed, so waiting here costs the measurement nothing; with compile=true or
+                # cuda_graphs=true this step holds the compilation or the eager DDP start.
+                _wait_for(me.device)
+                self.first_step_s = time.perf_counter() - started
+                self.timeline["first_step_done_at"] = time.time()
+            if done == self.timed_from:
+                self.timer.start()
+            if done % log_every == 0 or done == steps:
+                self._log_step(done)
+            if every and done % every == 0 and done < steps:
+                checkpoint.save(
+                    Path(self.plan.job_dir), self.stepper, done, self.batches.position, me
+                )
+                if done >= self.timed_from:
+                    self.timer.start()  # the next window opens after the save: not training
+
+    def _log_step(self, done: int) -> None:
+        """Close the timing window, check and all-reduce the loss, log (rank 0)."""
+        plan, cfg, me = self.plan, self.cfg, self.me
+        scalars = {"train/lr": plan.lr * warmup_factor(done - 1, cfg["scaling"]["lr_warmup_steps"])}
+        if done > self.timed_from:
+            window = Window(done - self.window_start, self.timer.lap())
+            self.windows.append(window)
+            self.window_start = done
+            per_device = cfg["batch"] / (window.step_ms / 1e3)
+            scalars["perf/step_time_ms"] = window.step_ms
+            scalars["perf/samples_per_sec"] = per_device * plan.world_size
+            scalars["perf/samples_per_sec_per_device"] = per_device
+            if self.flops is not None and self.flops.peak_tflops:
+                scalars["perf/mfu"] = self.flops.metrics(per_device)["mfu"]
+        _check_finite(float(self.loss_sum), done - self.loss_count + 1, done, me.rank)
+        self.mean_loss = sum_over_ranks(self.loss_sum, me.device) / (
+            self.loss_count * me.world_size
+        )
+        scalars["train/loss"] = self.mean_loss
+        self.loss_sum.zero_()
+        self.loss_count = 0
+        if me.device.type == "cuda":
+            scalars["mem/max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
+        if self.board is not None:
+            self.board.scalars(done, scalars)
+            _log_progress(done, cfg["steps"], scalars)
+            timed_ms = sum(w.ms for w in self.windows)
+            partial = summarize(plan, self.windows, timed_ms, self.mean_loss, self.flops)
+            write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
+
+    def metrics(self) -> dict[str, Any]:
+        """The timed steps' metrics (the slowest rank's time), then the communication probe."""
+        me = self.me
+        timed_ms = max_over_ranks(sum(w.ms for w in self.windows), me.device)
+        metrics = summarize(self.plan, self.windows, timed_ms, self.mean_loss, self.flops)
+        if self.first_step_s is not None:
+            metrics["first_step_s"] = self.first_step_s
+        if self.first:
+            metrics["resumed_from_step"] = self.first
+        if me.device.type == "cuda":
+            # Peak memory of the training steps, before the probe may capture a second graph.
+            metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
+        metrics.update(comm.measure(self.stepper, self.plan, me))
+        metrics["lr"] = self.plan.lr
+        return metrics
+
+
 def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
     """Run the job's steps on this rank; rank 0 returns the job's metrics and timeline."""
-    cfg, device = plan.config, me.device
-    steps, warmup, log_every = cfg["steps"], cfg["warmup_steps"], cfg["log_every"]
-    stepper, batches, first, flops = _build(plan, me)
-    every = cfg["checkpoint"]["every_steps"]
-    timer = WindowTimer(device)
-    windows: list[Window] = []
-    loss_sum = torch.zeros((), device=device)
-    timed_from = first + warmup  # the last untimed step (warmup counts again after a resume)
-    loss_count, window_start, mean_loss = 0, timed_from, float("nan")
-    timeline: dict[str, float] = {}
-    first_step_s = None
-    if warmup == 0:
-        timer.start()
+    cfg = plan.config
+    run = TrainingRun(plan, me, board)
     log.info(
         "training %s on %d x %s (%s, %s%s), global batch %d, lr %.4g",
-        cfg["model"]["name"], me.world_size, device.type, plan.backend, plan.precision,
+        cfg["model"]["name"], me.world_size, me.device.type, plan.backend, plan.precision,
         execution_mode(cfg), plan.global_batch, plan.lr,
     )  # fmt: skip
-    loop_started = time.perf_counter()
-    crash_at = cfg["debug"]["crash_at_step"] if me.rank == cfg["debug"]["crash_rank"] else None
-    for done in range(first + 1, steps + 1):
-        if done == crash_at:
-            raise RuntimeError(f"debug.crash_at_step={done}: rank {me.rank} raises on purpose")
-        loss_sum += stepper.synced().float()
-        loss_count += 1
-        if done == first + 1 and warmup > 0:
-            # Untimed, so waiting here costs the measurement nothing; with compile=true or
-            # cuda_graphs=true this step holds the compilation or the eager DDP start.
-            _wait_for(device)
-            first_step_s = time.perf_counter() - loop_started
-            timeline["first_step_done_at"] = time.time()
-        if done == timed_from:
-            timer.start()
-        if done % log_every and done != steps:
-            continue
-        lr = plan.lr * warmup_factor(done - 1, cfg["scaling"]["lr_warmup_steps"])
-        scalars = {"train/lr": lr}
-        if done > timed_from:
-            window = Window(done - window_start, timer.lap())
-            windows.append(window)
-            window_start = done
-            scalars["perf/step_time_ms"] = window.step_ms
-            scalars["perf/samples_per_sec"] = plan.global_batch / (window.step_ms / 1e3)
-            scalars["perf/samples_per_sec_per_device"] = cfg["batch"] / (window.step_ms / 1e3)
-            if flops is not None and flops.peak_tflops:
-                rate = flops.metrics(scalars["perf/samples_per_sec_per_device"])
-                scalars["perf/mfu"] = rate["mfu"]
-        _check_finite(float(loss_sum), done - loss_count + 1, done, me.rank)
-        mean_loss = sum_over_ranks(loss_sum, device) / (loss_count * me.world_size)
-        scalars["train/loss"] = mean_loss
-        loss_sum.zero_()
-        loss_count = 0
-        if device.type == "cuda":
-            scalars["mem/max_allocated_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
-        if board is not None:
-            board.scalars(done, scalars)
-            _log_progress(done, steps, scalars)
-            partial = summarize(plan, windows, sum(w.ms for w in windows), mean_loss, flops)
-            write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
-        if every and done % every == 0 and done < steps:
-            checkpoint.save(Path(plan.job_dir), stepper, done, batches.position, me)
-            if done >= timed_from:
-                timer.start()  # the next window opens after the save: it is not training time
-    timed_ms = max_over_ranks(sum(w.ms for w in windows), device)
-    metrics = summarize(plan, windows, timed_ms, mean_loss, flops)
-    if first_step_s is not None:
-        metrics["first_step_s"] = first_step_s
-    if first:
-        metrics["resumed_from_step"] = first
-    if device.type == "cuda":
-        # Peak memory of the training steps, before the probe may capture a second graph.
-        metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
-    metrics.update(comm.measure(stepper, plan, me))
+    run.run()
+    metrics = run.metrics()
     if board is None:
         return {}
     if "comm_exposed_ms" in metrics:
-        board.scalars(
-            steps,
-            {
-                "perf/comm_exposed_ms": metrics["comm_exposed_ms"],
-                "perf/comm_fraction": metrics["comm_fraction"],
-                "perf/compute_step_ms": metrics["compute_step_ms"],
-            },
-        )
-    metrics["lr"] = plan.lr
-    return {"metrics": metrics, "timeline": timeline}
+        probe = ("comm_exposed_ms", "comm_fraction", "compute_step_ms")
+        board.scalars(cfg["steps"], {f"perf/{key}": metrics[key] for key in probe})
+    return {"metrics": metrics, "timeline": run.timeline}
 
 
 def execution_mode(cfg: dict[str, Any]) -> str:
