@@ -12,7 +12,6 @@ The other ranks wait at a barrier meanwhile, and the time is not counted as trai
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import torch.distributed as dist
 
 from linkbench.execution import Stepper
 from linkbench.rank import Rank
-from linkbench.results import read_json, write_json
+from linkbench.results import read_json, replace_atomically, write_json
 
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_INFO_FILE = "checkpoint.json"
@@ -54,15 +53,9 @@ def save(job_dir: Path, stepper: Stepper, step: int, data: dict[str, int], me: R
             "data": dict(data),
             "rng": rng,
         }
-        _replace(job_dir / CHECKPOINT_FILE, lambda tmp: torch.save(state, tmp))
-        _replace(job_dir / CHECKPOINT_INFO_FILE, lambda tmp: write_json(tmp, {"step": step}))
+        replace_atomically(job_dir / CHECKPOINT_FILE, lambda tmp: torch.save(state, tmp))
+        write_json(job_dir / CHECKPOINT_INFO_FILE, {"step": step})
     dist.barrier()
-
-
-def _replace(path: Path, write: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
 
 
 def load(job_dir: Path, device: torch.device) -> dict[str, Any]:

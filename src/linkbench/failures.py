@@ -30,6 +30,13 @@ class Stopped(BaseException):
     """The worker was asked to stop (SIGTERM): not an error of its own."""
 
 
+# The exceptions that mean "stopped", each with the signal behind it.
+STOP_SIGNALS: dict[type[BaseException], int] = {
+    Stopped: signal.SIGTERM,
+    KeyboardInterrupt: signal.SIGINT,
+}
+
+
 def _raise_stopped(signum: int, frame: Any) -> None:
     raise Stopped(f"stopped by {signal.Signals(signum).name}")
 
@@ -46,7 +53,7 @@ def record_failure(log_dir: Path, rank: int, error: BaseException) -> None:
         {
             "time": time.time(),
             "error": f"{type(error).__name__}: {error}".strip(),
-            "stopped": isinstance(error, (Stopped, KeyboardInterrupt)),
+            "stopped": isinstance(error, tuple(STOP_SIGNALS)),
         },
     )
 
@@ -62,9 +69,10 @@ def first_failure(
     failed first unless the launcher's grace period passed, in which case the launcher may
     have killed it itself."""
     recorded = _recorded(log_dir, world_size)
-    own = {rank: data for rank, data in recorded.items() if not data["stopped"]}
-    first_own = min(own, key=lambda r: own[r]["time"], default=None)
-    grace_passed = first_own is not None and ended_at - own[first_own]["time"] >= LAUNCHER_GRACE_S
+    first_own = _first_own(recorded)
+    grace_passed = (
+        first_own is not None and ended_at - recorded[first_own]["time"] >= LAUNCHER_GRACE_S
+    )
     if not grace_passed:
         for rank in range(world_size):
             failure = failures.get(rank)
@@ -80,7 +88,7 @@ def first_failure(
                 "of memory or kill -9"
             )
     if first_own is not None:
-        return first_own, own[first_own]["error"]
+        return first_own, recorded[first_own]["error"]
     rank = min(failures, default=0)
     return rank, f"exit code {failures[rank].exitcode}" if failures else "no rank said why"
 
@@ -88,11 +96,15 @@ def first_failure(
 def first_recorded_failure(log_dir: Path, world_size: int) -> tuple[int, str] | None:
     """(rank, error) of the earliest failure a rank recorded itself, if any did. Under an
     outside launcher only this node's records may be visible, so silence proves nothing."""
-    own = {r: d for r, d in _recorded(log_dir, world_size).items() if not d["stopped"]}
-    if not own:
-        return None
-    rank = min(own, key=lambda r: own[r]["time"])
-    return rank, own[rank]["error"]
+    recorded = _recorded(log_dir, world_size)
+    rank = _first_own(recorded)
+    return None if rank is None else (rank, recorded[rank]["error"])
+
+
+def _first_own(recorded: dict[int, dict[str, Any]]) -> int | None:
+    """The rank whose own failure (not a stop) was recorded first, if any."""
+    own = [rank for rank, data in recorded.items() if not data["stopped"]]
+    return min(own, key=lambda rank: recorded[rank]["time"], default=None)
 
 
 def _recorded(log_dir: Path, world_size: int) -> dict[int, dict[str, Any]]:

@@ -55,9 +55,8 @@ class JobLogsSpecs(LogsSpecs):
         stdouts = {r: str(self.log_dir / f"rank{r}.stdout.log") for r in ranks}
         stderrs = {r: str(self.log_dir / f"rank{r}.stderr.log") for r in ranks}
         errors = {r: str(self.log_dir / f"rank{r}.error.json") for r in ranks}
-        for r in ranks:
+        for r in ranks:  # the previous attempt's error files were moved aside above
             envs[r]["TORCHELASTIC_ERROR_FILE"] = errors[r]
-            Path(errors[r]).unlink(missing_ok=True)
         shown = {r for r in ranks if r == self.console_rank}
         return LogsDest(
             stdouts=stdouts,

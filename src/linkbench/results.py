@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,17 @@ RERUN_FILE = "rerun.yaml"
 HEADLINES = {"train": ("samples_per_sec", "samples/s"), "allreduce": ("busbw_gbps_peak", "GB/s")}
 
 
-def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
+def replace_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> None:
+    """``write(tmp)`` a temporary file beside ``path``, then rename it over ``path``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    write(tmp)
     os.replace(tmp, path)
+
+
+def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
+    text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+    replace_atomically(path, lambda tmp: tmp.write_text(text))
 
 
 def read_json(path: str | os.PathLike) -> dict[str, Any] | None:

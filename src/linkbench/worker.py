@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import sys
 import time
@@ -23,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from linkbench.collectives import run_collectives
-from linkbench.failures import Stopped, record_failure, stop_on_sigterm
+from linkbench.failures import STOP_SIGNALS, record_failure, stop_on_sigterm
 from linkbench.interconnect import apply_env, nccl_environment
 from linkbench.plan import JobPlan
 from linkbench.rank import Rank
@@ -34,7 +33,6 @@ from linkbench.train import train
 from linkbench.transport import nccl_debug_env
 
 log = logging.getLogger("linkbench")
-STOP_SIGNALS = {Stopped: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
 TASKS: dict[str, Callable[[JobPlan, Rank, Board | None], dict[str, Any]]] = {
     "train": train,
     "allreduce": run_collectives,
@@ -126,7 +124,7 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     except BaseException as error:
         # The launcher keeps the traceback in an error file; the rank's log should show it too.
         record_failure(plan.log_dir, rank, error)
-        if isinstance(error, (Stopped, KeyboardInterrupt)):
+        if isinstance(error, tuple(STOP_SIGNALS)):
             log.warning("rank %d stopped: %s", rank, error or "interrupted")
             if not plan.in_place:  # a stop is no error of this rank's: exit without traceback
                 raise SystemExit(128 + STOP_SIGNALS[type(error)]) from None
