@@ -9,8 +9,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from linkbench.app import run_job
-from linkbench.schema import register
+from linkbench.config.schema import register
+from linkbench.launcher.job import run_job
 
 register(project_root=Path(__file__).resolve().parent)
 

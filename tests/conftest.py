@@ -14,12 +14,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from linkbench.schema import register
+from linkbench.config.schema import register
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 # A job that finishes in a few seconds on two CPU cores.
-QUICK = ["steps=6", "warmup_steps=2", "log_every=2", "batch=4"]
+QUICK = ["steps=6", "untimed_steps=2", "log_every=2", "batch=4"]
 
 register(project_root=REPO)
 

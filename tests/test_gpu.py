@@ -113,7 +113,7 @@ def _train_on_one_gpu(tmp_path: Path, name: str, args: list[str]) -> dict:
 # the lr, accumulated its gradients or trained on stale inputs would end at another loss.
 FAST_PATH_JOB = [
     "steps=40",
-    "warmup_steps=12",
+    "untimed_steps=12",
     "log_every=4",
     "scaling.lr_warmup_steps=30",
     "base_lr=1.0",
@@ -151,7 +151,7 @@ def test_cuda_graphs_replay_real_data_batches(tmp_path):
 @needs_gpu
 @pytest.mark.parametrize("model", ["resnet18", "gpt"])
 def test_mfu_is_reported_on_known_gpus(tmp_path, model):
-    from linkbench.flops import peak_tflops
+    from linkbench.parts.flops import peak_tflops
 
     args = [f"model={model}", "precision=bf16", *QUICK]
     metrics = _train_on_one_gpu(tmp_path, model, args)["metrics"]

@@ -1,0 +1,157 @@
+"""Beyond this machine, on paper: a measured job's step time projected to N GPUs per link.
+
+``python -m linkbench.project JOB_DIR --gpus 8,64,512`` reads the job's result.json: the
+compute-only step time (steps under DDP's ``no_sync``), the bytes all-reduced per step, and
+DDP's own backward-communication and overlap times. For each named link it predicts
+
+    comm(N)    = 2(N-1) * latency + 2(N-1)/N * bytes / bandwidth     (ring all-reduce)
+    hidden(N)  = min(overlap_fraction * comm(N), backward compute time)
+    step(N)    = compute + comm(N) - hidden(N)
+    efficiency = compute / step(N)                                     (1 = linear scaling)
+
+where overlap_fraction is the share of DDP's communication time it overlapped with the
+backward pass in the measured job (0 when unknown). Every GPU's ring neighbour is assumed to
+be reached over the named link at the named bandwidth: a flat ring, one link per GPU, no
+contention, no hierarchical or tree algorithms, no NVLS; across nodes that means the network
+sets the pace however fast NVLink is inside a node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    bandwidth_gbps: float  # GB/s per direction per GPU, 1e9 bytes
+    latency_us: float  # per ring step
+    source: str
+
+
+LINKS = (
+    Link("nvlink4", 450.0, 2.0, "NVLink 4 (H100/H200 SXM): 18 links x 25 GB/s per direction"),
+    Link("pcie4", 25.0, 5.0, "PCIe Gen4 x16: 32 GB/s theoretical, about 25 achievable"),
+    Link("pcie5", 50.0, 5.0, "PCIe Gen5 x16: 63 GB/s theoretical, about 50-55 achievable"),
+    Link("net100", 12.5, 10.0, "100 Gb/s network, one NIC per GPU"),
+    Link("net400", 50.0, 10.0, "400 Gb/s network, one NIC per GPU"),
+)
+
+
+class ProjectionError(ValueError):
+    """The job's result.json lacks what the projection needs."""
+
+
+def inputs_from_result(result: dict[str, Any]) -> dict[str, float]:
+    """compute_ms, comm_bytes, overlap_fraction and backward_ms from a training job."""
+    metrics = result.get("metrics", {})
+    if result.get("task", "train") != "train" or "compute_step_ms" not in metrics:
+        raise ProjectionError(
+            "the job has no compute_step_ms: project a completed task=train job whose "
+            "task.no_sync_steps > 0."
+        )
+    comm_bytes = metrics.get("comm_bytes_per_step", metrics["grad_bytes"])
+    comm_ms, overlap_ms = metrics.get("ddp_backward_comm_ms"), metrics.get("ddp_comm_overlap_ms")
+    overlap = min(1.0, overlap_ms / comm_ms) if comm_ms and overlap_ms else 0.0
+    return {
+        "compute_ms": metrics["compute_step_ms"],
+        "comm_bytes": float(comm_bytes),
+        "overlap_fraction": overlap,
+        "backward_ms": metrics.get("ddp_backward_compute_ms", metrics["compute_step_ms"]),
+    }
+
+
+def ring_allreduce_ms(n: int, size_bytes: float, link: Link) -> float:
+    if n < 2:
+        return 0.0
+    latency = 2 * (n - 1) * link.latency_us / 1e3
+    return latency + 2 * (n - 1) / n * size_bytes / (link.bandwidth_gbps * 1e9) * 1e3
+
+
+def project(inputs: dict[str, float], n: int, link: Link) -> dict[str, float]:
+    comm = ring_allreduce_ms(n, inputs["comm_bytes"], link)
+    hidden = min(inputs["overlap_fraction"] * comm, inputs["backward_ms"])
+    step = inputs["compute_ms"] + comm - hidden
+    return {"gpus": n, "comm_ms": comm, "step_ms": step, "efficiency": inputs["compute_ms"] / step}
+
+
+def table(inputs: dict[str, float], gpus: list[int], links: tuple[Link, ...]) -> str:
+    header = f"{'link':<8} {'GB/s':>6} {'lat us':>6} " + " ".join(
+        f"{f'N={n}: ms/step (eff)':>22}" for n in gpus
+    )
+    rows = [header]
+    for link in links:
+        cells = []
+        for n in gpus:
+            p = project(inputs, n, link)
+            cells.append(f"{p['step_ms']:>13.2f} ({100 * p['efficiency']:>5.1f}%)")
+        rows.append(
+            f"{link.name:<8} {link.bandwidth_gbps:>6.1f} {link.latency_us:>6.1f} " + " ".join(cells)
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m linkbench.project",
+        description="Project a measured training job's step time to N GPUs on named links.",
+    )
+    parser.add_argument("job_dir", type=Path, help="a job's output directory (with result.json)")
+    parser.add_argument("--gpus", default="8,64,512", help="comma-separated GPU counts")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    try:
+        gpus = [int(g) for g in args.gpus.split(",")]
+        if any(g < 1 for g in gpus):
+            raise ValueError
+    except ValueError:
+        print(
+            f"--gpus={args.gpus} must be positive integers, e.g. --gpus 8,64,512", file=sys.stderr
+        )
+        return 2
+    result_file = args.job_dir / "result.json"
+    if not result_file.is_file():
+        print(f"{result_file} does not exist: pass a job's output directory", file=sys.stderr)
+        return 2
+    result = json.loads(result_file.read_text())
+    try:
+        inputs = inputs_from_result(result)
+    except ProjectionError as error:
+        print(f"{result_file}: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        out = {
+            "inputs": inputs,
+            "links": {link.name: [project(inputs, n, link) for n in gpus] for link in LINKS},
+        }
+        json.dump(out, sys.stdout, indent=2)
+        print()
+        return 0
+    print(
+        f"{args.job_dir}: {result.get('model')} at batch {result.get('batch')} per GPU, "
+        f"{result.get('precision')}, measured on {result.get('world_size')} x "
+        f"{result.get('device_type')}\n"
+        f"compute-only step {inputs['compute_ms']:.2f} ms, {inputs['comm_bytes'] / 1e6:.1f} MB "
+        f"all-reduced per step, {100 * inputs['overlap_fraction']:.0f}% of communication "
+        f"overlapped with backward (DDP's measure; 0 when unknown)\n"
+    )
+    print(table(inputs, gpus, LINKS))
+    print("\nLinks (bandwidth per direction per GPU, latency per ring step):")
+    for link in LINKS:
+        print(f"  {link.name}: {link.source}")
+    print(
+        "\nAssumptions: ring all-reduce 2(N-1) x latency + 2(N-1)/N x bytes / bandwidth; a flat "
+        "ring over one link per GPU; the measured overlap fraction, capped at the backward "
+        "compute time; no contention, tree/NVLS algorithms or compression beyond the job's "
+        "comm hook. Efficiency = compute-only step / projected step."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""From a composed config to a checked, resolved job plan, against the machine it runs on.
+
+:func:`make_plan` runs in the launching process before any worker starts. It turns the
+composed config into the typed :class:`~linkbench.config.schema.Config` (whose fields check
+their own ranges), resolves ``auto`` choices against the machine, derives the global batch
+and the scaled learning rate, and turns every combination the machine cannot run into a
+:class:`~linkbench.config.errors.ConfigError` whose one sentence names the key and the fix.
+The plan is a picklable value handed to every worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+
+from linkbench.config.errors import ConfigError
+from linkbench.config.schema import (
+    Config,
+    DataName,
+    PrecisionName,
+    TaskName,
+    require,
+)
+from linkbench.link.interconnect import EnvPlan, plan_env
+from linkbench.parts.scaling import scaled_lr
+
+CPU_DEFAULT_DEVICES = 2
+# task.max_bytes=null means this many bytes, by device type.
+DEFAULT_MAX_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
+# What torchrun (and submitit's TorchDistributedEnvironment) set in every process it starts.
+WORLD_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR")
+
+
+@dataclass(frozen=True)
+class OutsideWorld:
+    """The world an outside launcher (torchrun, SLURM) started this process in."""
+
+    rank: int
+    world_size: int
+    local_world_size: int
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> OutsideWorld | None:
+        if not all(name in environ for name in WORLD_VARIABLES):
+            return None
+        sizes = (int(environ["WORLD_SIZE"]), int(environ["LOCAL_WORLD_SIZE"]))
+        return cls(int(environ["RANK"]), *sizes)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the launching process can see."""
+
+    cuda_devices: int
+    environ: Mapping[str, str] = field(default_factory=dict)
+    outside: OutsideWorld | None = None
+    """Set when torchrun or SLURM started this process as one rank of a world."""
+    cpu_cores: int = 0
+    """Cores this process may run on (0: unknown)."""
+
+    @classmethod
+    def current(cls) -> Machine:
+        import torch
+
+        environ = dict(os.environ)
+        outside = OutsideWorld.from_env(environ)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return cls(torch.cuda.device_count(), environ, outside, cores or 0)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Everything a worker needs: the typed config and what was resolved from it."""
+
+    config: Config
+    overrides: list[str]
+    job_dir: str
+    backend: str
+    device_type: str
+    nproc_per_node: int
+    precision: PrecisionName
+    global_batch: int
+    lr: float
+    env: EnvPlan
+    notes: list[str]
+    max_bytes: int = 0
+    """task=allreduce: the largest message (task.max_bytes, or the device's default)."""
+    repeat: int = 0
+    """Which of the job's ``repeats`` this plan runs (0-based)."""
+    nnodes: int = 1
+    """Nodes of the world (more than 1 only under an outside launcher)."""
+    in_place: bool = False
+    """This process is a rank an outside launcher started: run as it, launch nothing."""
+    flops_per_sample: int | None = None
+    """Training FLOPs of one sample (:mod:`linkbench.parts.flops`), counted by the launcher."""
+    resume_step: int | None = None
+    """With ``resume=true``: the step of the checkpoint the job continues from."""
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    @property
+    def log_dir(self) -> Path:
+        """Per-rank logs: ``<job>/logs``, or ``<job>/logs/repeat<N>`` for later repeats."""
+        logs = Path(self.job_dir) / "logs"
+        return logs if self.repeat == 0 else logs / f"repeat{self.repeat}"
+
+    def resolved_config(self) -> dict[str, Any]:
+        """The config as plain data, with this machine's choices pinned (for rerun.yaml)."""
+        plain = typed_to_plain(self.config)
+        plain.update(devices=self.nproc_per_node, resume=False, warmup_steps=None)
+        plain["backend"]["name"] = self.backend
+        return plain
+
+
+def typed_to_plain(config: Config) -> dict[str, Any]:
+    """A Config as plain YAML-able data (enums as their names)."""
+    plain = OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
+    assert isinstance(plain, dict)
+    return plain
+
+
+def _unknown_keys(node: Any, schema: type, prefix: str = "") -> list[str]:
+    """Keys of ``node`` that ``schema`` (a dataclass) lacks, at any depth (Hydra's ``+key=``
+    adds keys that a merge into the schema would otherwise drop silently)."""
+    known = {f.name: f.type for f in dataclasses.fields(schema)}
+    hints = typing.get_type_hints(schema)
+    unknown = []
+    for key in node:
+        if key not in known:
+            unknown.append(f"{prefix}{key}")
+        elif dataclasses.is_dataclass(hints[key]) and isinstance(node[key], Mapping):
+            unknown += _unknown_keys(node[key], hints[key], f"{prefix}{key}.")
+    return unknown
+
+
+def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
+    """The typed config; its fields check their ranges here (ConfigError on bad input).
+
+    A config composed by run.py is typed already; a plain one (a rerun.yaml, a test's dict)
+    is merged into the schema first, so its types are checked the same way."""
+    unknown = _unknown_keys(cfg, Config)
+    require(
+        not unknown,
+        f"unknown key {', '.join(unknown)}: check its spelling; `python run.py --cfg job` "
+        "prints every key.",
+    )
+    try:
+        typed = OmegaConf.merge(OmegaConf.structured(Config), cfg)
+        config = OmegaConf.to_object(typed)
+    except MissingMandatoryValue as error:
+        raise ConfigError(f"{error.full_key} is not set; add {error.full_key}=VALUE.") from None
+    except ConfigKeyError as error:
+        raise ConfigError(
+            f"unknown key {error.full_key}: check its spelling; `python run.py --cfg job` "
+            "prints every key."
+        ) from None
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", "") or "the config"
+        raise ConfigError(f"{key}: {error}".replace("\n", " ")) from None
+    assert isinstance(config, Config)
+    return config
+
+
+def _resolve_devices(config: Config, machine: Machine, notes: list[str]) -> tuple[str, str, int]:
+    """(backend, device_type, nproc_per_node)."""
+    backend = str(config.backend.name)
+    gpus = machine.cuda_devices
+    if backend == "nccl":
+        require(
+            gpus > 0,
+            "backend=nccl needs CUDA GPUs and none is visible; use backend=gloo or backend=auto.",
+        )
+    if backend == "auto":
+        backend = "nccl" if gpus > 0 else "gloo"
+    device_type = "cuda" if gpus > 0 else "cpu"
+    devices = config.devices
+    if machine.outside is not None:
+        started = machine.outside.local_world_size
+        require(
+            devices is None or devices == started,
+            f"devices={devices} but the outside launcher started {started} processes on this "
+            "node; leave devices unset under torchrun or SLURM.",
+        )
+        devices = started
+    if devices is None:
+        devices = gpus if gpus > 0 else CPU_DEFAULT_DEVICES
+    if device_type == "cuda":
+        require(
+            devices <= gpus,
+            f"devices={devices} but only {gpus} CUDA GPU(s) are visible; set devices<={gpus} or "
+            "leave devices unset to use them all.",
+        )
+    elif machine.cpu_cores and devices > machine.cpu_cores:
+        notes.append(
+            f"devices={devices} CPU ranks share {machine.cpu_cores} cores: each rank gets a "
+            "fraction of a core, so times measure the scheduler as much as the training; "
+            f"use devices<={machine.cpu_cores}."
+        )
+    return backend, device_type, devices
+
+
+def _nodes(machine: Machine, nproc_per_node: int) -> int:
+    if machine.outside is None:
+        return 1
+    world = machine.outside.world_size
+    require(
+        world % nproc_per_node == 0,
+        f"the outside launcher's world of {world} processes does not split into nodes of "
+        f"{nproc_per_node}; start the same number of processes on every node.",
+    )
+    return world // nproc_per_node
+
+
+def _resolve_precision(config: Config, device_type: str, notes: list[str]) -> PrecisionName:
+    name = config.precision.name
+    if device_type == "cpu" and name == PrecisionName.fp16:
+        raise ConfigError(
+            "precision=fp16 needs a CUDA GPU (float16 autocast with a GradScaler); "
+            "use precision=bf16 or precision=fp32 on CPU."
+        )
+    if device_type == "cpu" and name == PrecisionName.tf32:
+        notes.append("precision=tf32 runs as fp32 on CPU: TF32 is a GPU tensor-core mode.")
+        return PrecisionName.fp32
+    return name
+
+
+def _check_machine(config: Config, device_type: str, world_size: int, notes: list[str]) -> None:
+    """The combinations that depend on the machine or the world's size."""
+    if config.debug.crash_at_step is not None:
+        require(
+            config.debug.crash_rank < world_size,
+            f"debug.crash_rank={config.debug.crash_rank} must be a rank from 0 to "
+            f"{world_size - 1}.",
+        )
+    if config.task.name != TaskName.train:
+        if config.compile or config.cuda_graphs:
+            notes.append(
+                f"compile and cuda_graphs apply to task=train, not task={config.task.name}."
+            )
+        return
+    require(
+        not config.cuda_graphs or device_type == "cuda",
+        "cuda_graphs=true needs a CUDA GPU and none is visible; remove cuda_graphs=true.",
+    )
+
+
+def _check_data(config: Config, global_batch: int) -> None:
+    d = config.data
+    if d.name == DataName.fake:
+        require(
+            d.size >= global_batch,
+            f"data.size={d.size} is smaller than one global batch ({global_batch}); "
+            "raise data.size or lower batch.",
+        )
+    if d.name not in (DataName.imagefolder, DataName.cifar10):
+        return
+    require(
+        bool(d.root),
+        f"data.root is not set; data={d.name} reads from it: add data.root=/path/to/data.",
+    )
+    assert d.root is not None
+    root = Path(d.root).expanduser()
+    if d.name == DataName.cifar10 and not d.download:
+        require(
+            (root / "cifar-10-batches-py").is_dir(),
+            f"data.root={d.root} holds no cifar-10-batches-py folder; point data.root at the "
+            "folder that holds it, or add data.download=true.",
+        )
+    elif d.name == DataName.imagefolder:
+        require(
+            root.is_dir(),
+            f"data.root={d.root} is not a directory; point it at an ImageNet-style folder "
+            "(one subfolder per class).",
+        )
+    require(
+        not root.is_dir() or os.access(root, os.R_OK | os.X_OK),
+        f"data.root={d.root} cannot be read by this user; fix its permissions or copy it.",
+    )
+
+
+def make_plan(
+    cfg: DictConfig | Config, job_dir: str, overrides: list[str], machine: Machine | None = None
+) -> JobPlan:
+    """Check ``cfg`` and resolve it for this machine; raises ConfigError on bad input."""
+    machine = machine or Machine.current()
+    config = cfg if isinstance(cfg, Config) else to_config(cfg)
+    notes: list[str] = []
+    if config.warmup_steps is not None:
+        notes.append(
+            f"warmup_steps={config.warmup_steps} is the old name of untimed_steps (steps not "
+            "timed); write untimed_steps. The learning-rate warmup is scaling.lr_warmup_steps."
+        )
+    backend, device_type, nproc = _resolve_devices(config, machine, notes)
+    nnodes = _nodes(machine, nproc)
+    precision = _resolve_precision(config, device_type, notes)
+    _check_machine(config, device_type, nnodes * nproc, notes)
+    global_batch = config.batch * nproc * nnodes
+    if config.task.name == TaskName.train:
+        _check_data(config, global_batch)
+    env = plan_env(config.interconnect.env, machine.environ)
+    notes.extend(env.warnings(str(config.interconnect.name)))
+    if backend == "gloo" and config.interconnect.name != "auto":
+        notes.append(
+            f"interconnect={config.interconnect.name} sets NCCL variables, which have no effect "
+            "on backend=gloo."
+        )
+    s = config.scaling
+    return JobPlan(
+        config=config,
+        overrides=list(overrides),
+        job_dir=str(job_dir),
+        backend=backend,
+        device_type=device_type,
+        nproc_per_node=nproc,
+        nnodes=nnodes,
+        in_place=machine.outside is not None,
+        precision=precision,
+        global_batch=global_batch,
+        lr=scaled_lr(config.base_lr, s.rule, global_batch, s.reference_batch),
+        env=env,
+        notes=notes,
+        max_bytes=config.task.max_bytes or DEFAULT_MAX_BYTES[device_type],
+    )
+
+
+def with_repeat(plan: JobPlan, repeat: int) -> JobPlan:
+    """The plan of one of the job's repeats."""
+    return dataclasses.replace(plan, repeat=repeat)

@@ -1,0 +1,506 @@
+"""Typed schema of a linkbench job's configuration, with the range checks beside the fields.
+
+Every config group under ``conf/`` has one dataclass here; the top-level :class:`Config`
+is registered in Hydra's ConfigStore as ``linkbench_schema`` and is the first entry of
+``conf/config.yaml``'s defaults list, so every group option is merged into a typed node.
+A wrong type, an unknown key or a value outside an enum fails at composition. Ranges and
+combinations inside the config are checked by each dataclass's ``__post_init__``, which runs
+when :func:`linkbench.config.plan.make_plan` turns the composed config into these objects
+(``OmegaConf.to_object``), before any worker starts. Checks that need the machine (how many
+GPUs, which cores, which files) are the plan's.
+
+Objects a user may replace without editing linkbench (the model, the optimizer, DDP's
+communication hook) are named by Hydra's ``_target_`` and built with ``hydra.utils``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+from linkbench.config.errors import ConfigError
+
+
+def require(ok: bool, message: str) -> None:
+    """Refuse the configuration with ``message`` (one sentence naming the key and the fix)."""
+    if not ok:
+        raise ConfigError(message)
+
+
+def require_positive(owner: str, **values: float) -> None:
+    """Each ``key=value`` must be > 0; ``owner`` prefixes the key (``ddp.`` ...)."""
+    for key, value in values.items():
+        require(value > 0, f"{owner}{key}={value} must be positive.")
+
+
+def require_not_negative(owner: str, **values: float) -> None:
+    for key, value in values.items():
+        require(value >= 0, f"{owner}{key}={value} must be >= 0.")
+
+
+class Choice(str, Enum):
+    """A config choice; formats as its value (``nccl``, not ``BackendName.nccl``)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class BackendName(Choice):
+    auto = "auto"
+    nccl = "nccl"
+    gloo = "gloo"
+
+
+class InterconnectName(Choice):
+    auto = "auto"
+    nvlink = "nvlink"
+    pcie = "pcie"
+    socket = "socket"
+
+
+class Transport(Choice):
+    """The transport family NCCL is expected to pick for an interconnect arm."""
+
+    any = "any"
+    P2P = "P2P"
+    SHM = "SHM"
+    NET = "NET"
+
+
+class PrecisionName(Choice):
+    fp32 = "fp32"
+    tf32 = "tf32"
+    fp16 = "fp16"
+    bf16 = "bf16"
+
+
+class AutocastDtype(Choice):
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+class ScalingRule(Choice):
+    linear = "linear"
+    sqrt = "sqrt"
+    none = "none"
+
+
+class ModelInput(Choice):
+    image = "image"
+    tokens = "tokens"
+
+
+class DataName(Choice):
+    synthetic = "synthetic"
+    fake = "fake"
+    imagefolder = "imagefolder"
+    cifar10 = "cifar10"
+
+
+class TaskName(Choice):
+    train = "train"
+    allreduce = "allreduce"
+
+
+class Collective(Choice):
+    all_reduce = "all_reduce"
+    all_gather = "all_gather"
+    reduce_scatter = "reduce_scatter"
+
+
+# torch.compile's modes (torch.compile's docstring); hyphens rule out an enum.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+TENSOR_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int8")
+# Steps in which torch.compile compiles (and reduce-overhead records its graphs).
+COMPILE_STEPS = 3
+# Eager DDP steps before a CUDA-graph capture: PyTorch's CUDA semantics notes ask for at
+# least 11 ("Usage with DistributedDataParallel"); the capture is the step after them.
+CUDA_GRAPH_EAGER_STEPS = 11
+
+
+@dataclass
+class BackendConfig:
+    """``backend/``: the torch.distributed backend; ``auto`` picks nccl when GPUs are visible."""
+
+    name: BackendName = BackendName.auto
+
+
+@dataclass
+class InterconnectConfig:
+    """``interconnect/``: NCCL variables applied to this job's worker processes only."""
+
+    name: InterconnectName = InterconnectName.auto
+    description: str = ""
+    expected_transport: Transport = Transport.any
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class PrecisionConfig:
+    """``precision/``: autocast dtype and gradient scaling; ``tf32`` turns on TF32 matmuls."""
+
+    name: PrecisionName = PrecisionName.fp32
+    autocast_dtype: AutocastDtype | None = None
+    grad_scaler: bool = False
+
+
+@dataclass
+class ScalingConfig:
+    """``scaling/``: how the learning rate follows the global batch, and its warmup."""
+
+    rule: ScalingRule = ScalingRule.linear
+    reference_batch: int = 256
+    """base_lr is the learning rate at this global batch."""
+    lr_warmup_steps: int = 0
+    """Optimizer steps of linear warmup from 0 to the scaled learning rate."""
+
+    def __post_init__(self) -> None:
+        require_positive("scaling.", reference_batch=self.reference_batch)
+        require_not_negative("scaling.", lr_warmup_steps=self.lr_warmup_steps)
+
+
+@dataclass
+class ModelConfig:
+    """``model/``: a network built as ``_target_(**kwargs)`` (``hydra.utils.instantiate``).
+
+    The input fields say what the model eats, so linkbench can make its batches and count
+    its FLOPs: images of ``in_channels`` x ``image_size``² with labels below ``num_classes``,
+    or ``seq_len`` token ids below ``vocab_size`` (next-token targets). ``loss`` is the
+    dotted path of a function ``loss(outputs, targets) -> scalar``."""
+
+    name: str = "tiny"
+    _target_: str = MISSING
+    arch: str | None = None
+    """model=torchvision: the torchvision model's name (e.g. efficientnet_b0)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    input: ModelInput = ModelInput.image
+    num_classes: int = 10
+    image_size: int = 32
+    in_channels: int = 3
+    image_size_multiple: int = 1
+    """The input side must be a multiple of this (16 for ViT-B/16's patches)."""
+    vocab_size: int = 8192
+    seq_len: int = 256
+    loss: str = "linkbench.parts.models.cross_entropy"
+    base_lr: float = 0.1
+    """The learning rate at scaling.reference_batch (the top-level base_lr follows it)."""
+    weight_decay: float = 0.0
+    channels_last: bool = False
+    """NHWC memory format on GPU for convolutional models (ignored on CPU)."""
+
+    def __post_init__(self) -> None:
+        require(bool(self._target_), "model._target_ is empty; name the model's class.")
+        require_not_negative("model.", weight_decay=self.weight_decay)
+        require_positive("model.", image_size_multiple=self.image_size_multiple)
+        if self.input == ModelInput.tokens:
+            require_positive("model.", vocab_size=self.vocab_size, seq_len=self.seq_len)
+        else:
+            require_positive(
+                "model.",
+                num_classes=self.num_classes,
+                image_size=self.image_size,
+                in_channels=self.in_channels,
+            )
+
+
+@dataclass
+class OptimizerConfig:
+    """``optimizer/``: ``_target_(params, lr=..., weight_decay=..., **kwargs)``, a
+    torch.optim class; fused or capturable kernels are chosen by linkbench where the class
+    has them and they are safe."""
+
+    name: str = "sgd"
+    _target_: str = "torch.optim.SGD"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DataConfig:
+    """``data/``: where the batches come from."""
+
+    name: DataName = DataName.synthetic
+    root: str | None = None
+    download: bool = False
+    image_size: int = 32
+    num_classes: int = 10
+    size: int = 10_000
+    num_workers: int = 2
+
+    def __post_init__(self) -> None:
+        require(
+            self.image_size > 0,
+            f"data.image_size={self.image_size} must be positive (it follows model.image_size "
+            "unless set).",
+        )
+        require(
+            self.num_classes > 0,
+            f"data.num_classes={self.num_classes} must be positive (it follows "
+            "model.num_classes unless set).",
+        )
+        require_positive("data.", size=self.size)
+        require_not_negative("data.", num_workers=self.num_workers)
+
+
+@dataclass
+class DDPConfig:
+    """``ddp/``: DistributedDataParallel's knobs."""
+
+    bucket_cap_mb: float = 25.0
+    gradient_as_bucket_view: bool = False
+    static_graph: bool = False
+    find_unused_parameters: bool = False
+
+    def __post_init__(self) -> None:
+        require_positive("ddp.", bucket_cap_mb=self.bucket_cap_mb)
+
+
+@dataclass
+class CommHookConfig:
+    """``comm_hook/``: a DDP communication hook, ``hook`` and its ``state`` built with
+    ``hydra.utils.instantiate`` (``hook`` with ``_partial_: true``); none when ``hook`` is null."""
+
+    name: str = "none"
+    hook: dict[str, Any] | None = None
+    state: dict[str, Any] | None = None
+    wire_factor: float | None = 1.0
+    """Bytes sent per gradient byte (0.5 for 16-bit compression); null when it varies."""
+    graph_safe: bool = True
+    """The hook does the same work every step, so a CUDA graph can replay it."""
+
+    def __post_init__(self) -> None:
+        if self.wire_factor is not None:
+            require_positive("comm_hook.", wire_factor=self.wire_factor)
+
+
+@dataclass
+class TaskConfig:
+    """``task/``: what a job measures; ``train`` reads no_sync_steps, ``allreduce`` the rest."""
+
+    name: TaskName = TaskName.train
+    no_sync_steps: int = 10
+    """Steps timed with and without gradient sync after training (0 skips the probe)."""
+    ops: list[Collective] = field(default_factory=lambda: [Collective.all_reduce])
+    dtype: str = "float32"
+    min_bytes: int = 1024
+    max_bytes: int | None = None
+    """Largest message; null means 1 GiB on GPU and 64 MiB on CPU."""
+    size_factor: int = 2
+    warmup_iters: int = 5
+    iters: int = 20
+
+    def __post_init__(self) -> None:
+        require(
+            self.no_sync_steps >= 0,
+            f"task.no_sync_steps={self.no_sync_steps} must be >= 0 (0 skips it).",
+        )
+        if self.name != TaskName.allreduce:
+            return
+        require(
+            len(self.ops) > 0, "task.ops is empty; list collectives, e.g. task.ops=[all_reduce]."
+        )
+        require_positive("task.", min_bytes=self.min_bytes, iters=self.iters)
+        require(
+            self.max_bytes is None or self.max_bytes >= self.min_bytes,
+            f"task.max_bytes={self.max_bytes} is below task.min_bytes={self.min_bytes}; raise it, "
+            "or set task.max_bytes=null for the default.",
+        )
+        require(self.size_factor >= 2, f"task.size_factor={self.size_factor} must be at least 2.")
+        require_not_negative("task.", warmup_iters=self.warmup_iters)
+        require(
+            self.dtype in TENSOR_DTYPES,
+            f"task.dtype={self.dtype} is not one of {', '.join(TENSOR_DTYPES)}.",
+        )
+
+
+@dataclass
+class CheckpointConfig:
+    """``checkpoint``: periodic, atomic checkpoints in the job directory."""
+
+    every_steps: int = 0
+    """Steps between checkpoints (a multiple of log_every); 0 writes none."""
+
+
+@dataclass
+class DebugConfig:
+    """``debug``: make a job fail on purpose, to test failure handling here or on a cluster."""
+
+    crash_at_step: int | None = None
+    """The step at which ``crash_rank`` raises; null never."""
+    crash_rank: int = 0
+
+
+@dataclass
+class Config:
+    """A whole job. Top-level keys are the ones users sweep most."""
+
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    interconnect: InterconnectConfig = field(default_factory=InterconnectConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    scaling: ScalingConfig = field(default_factory=ScalingConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    comm_hook: CommHookConfig = field(default_factory=CommHookConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    debug: DebugConfig = field(default_factory=DebugConfig)
+    batch: int = 32
+    """Per-device batch; the global batch is batch x world size."""
+    devices: int | None = None
+    """Local ranks; null means every visible GPU, or 2 processes on a machine without one."""
+    steps: int = 100
+    untimed_steps: int = 10
+    """Steps before the timed ones (start-up, compilation); not the learning-rate warmup."""
+    warmup_steps: int | None = None
+    """Deprecated name of untimed_steps, still accepted."""
+    log_every: int = 10
+    seed: int = 0
+    base_lr: float = MISSING
+    repeats: int = 1
+    """Times the job's measurement runs, each in a fresh world of processes; metrics are medians."""
+    resume: bool = False
+    """Skip this job if it completed before; continue it from its checkpoint if it has one."""
+    dist_timeout_s: float = 300.0
+    """Process-group timeout: a collective waiting longer on a lost rank fails the job."""
+    compile: bool = False
+    """Run the DDP model under torch.compile; compilation falls in the untimed steps."""
+    compile_mode: str = "default"
+    """torch.compile's mode: default, reduce-overhead (CUDA graphs), max-autotune, ..."""
+    cuda_graphs: bool = False
+    """Capture the whole step (forward, backward, all-reduce, optimizer) as one CUDA graph."""
+    cudnn_benchmark: bool = True
+    """Let cuDNN time its convolution algorithms in the first step and keep the fastest."""
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps is not None:
+            self.untimed_steps = self.warmup_steps
+        require(
+            self.batch > 0,
+            f"batch={self.batch} must be a positive per-device batch; e.g. batch=32.",
+        )
+        require(self.steps > 0, f"steps={self.steps} must be positive; e.g. steps=100.")
+        require(
+            0 <= self.untimed_steps < self.steps,
+            f"untimed_steps={self.untimed_steps} must be at least 0 and below "
+            f"steps={self.steps}, or no step is timed; lower untimed_steps or raise steps.",
+        )
+        require(
+            self.log_every > 0, f"log_every={self.log_every} must be positive; e.g. log_every=10."
+        )
+        require(self.base_lr > 0, f"base_lr={self.base_lr} must be positive.")
+        require(self.repeats >= 1, f"repeats={self.repeats} must be at least 1.")
+        require(
+            self.dist_timeout_s > 0,
+            f"dist_timeout_s={self.dist_timeout_s} must be positive seconds.",
+        )
+        require(
+            self.devices is None or self.devices > 0,
+            f"devices={self.devices} must be positive, or null for every visible GPU.",
+        )
+        self._check_checkpoint()
+        self._check_debug()
+        self._check_model_and_data()
+        self._check_speed()
+
+    def _check_checkpoint(self) -> None:
+        every = self.checkpoint.every_steps
+        require(
+            every >= 0 and every % self.log_every == 0,
+            f"checkpoint.every_steps={every} must be 0 (none) or a multiple of "
+            f"log_every={self.log_every}, so checkpoints fall between timing windows.",
+        )
+        require(
+            every == 0 or self.repeats == 1,
+            f"checkpoint.every_steps={every} with repeats={self.repeats}: a checkpoint continues "
+            "one run; set repeats=1 or checkpoint.every_steps=0.",
+        )
+
+    def _check_debug(self) -> None:
+        crash = self.debug
+        require(crash.crash_rank >= 0, f"debug.crash_rank={crash.crash_rank} must be >= 0.")
+        if crash.crash_at_step is None:
+            return
+        require(
+            1 <= crash.crash_at_step <= self.steps,
+            f"debug.crash_at_step={crash.crash_at_step} must be a step from 1 to "
+            f"steps={self.steps}, or null.",
+        )
+
+    def _check_model_and_data(self) -> None:
+        if self.task.name != TaskName.train:
+            return
+        m, d = self.model, self.data
+        if m.input == ModelInput.tokens:
+            require(
+                d.name == DataName.synthetic,
+                f"model={m.name} trains on tokens and data={d.name} holds images; "
+                "use data=synthetic.",
+            )
+            return
+        require(
+            d.image_size % m.image_size_multiple == 0,
+            f"data.image_size={d.image_size} must be a multiple of {m.image_size_multiple} for "
+            f"model={m.name}.",
+        )
+
+    def _check_speed(self) -> None:
+        require(
+            self.compile_mode in COMPILE_MODES,
+            f"compile_mode={self.compile_mode} is not one of {', '.join(COMPILE_MODES)}.",
+        )
+        if self.task.name != TaskName.train:
+            return
+        if self.compile:
+            require(
+                self.untimed_steps >= COMPILE_STEPS,
+                f"untimed_steps={self.untimed_steps} would time torch.compile's compilation; set "
+                f"untimed_steps>={COMPILE_STEPS} with compile=true.",
+            )
+        if not self.cuda_graphs:
+            return
+        require(
+            not self.compile,
+            "cuda_graphs=true and compile=true both capture the step; use one of them (compile's "
+            "own CUDA graphs: compile=true compile_mode=reduce-overhead).",
+        )
+        require(
+            not self.precision.grad_scaler,
+            f"cuda_graphs=true cannot capture precision={self.precision.name}'s GradScaler, "
+            "which reads its overflow flag on the host every step; use precision=bf16, tf32 or "
+            "fp32.",
+        )
+        require(
+            self.comm_hook.graph_safe,
+            f"cuda_graphs=true replays the step as captured, and comm_hook={self.comm_hook.name} "
+            "changes between steps; use comm_hook=none, fp16 or bf16.",
+        )
+        require(
+            not self.ddp.find_unused_parameters,
+            "cuda_graphs=true needs the same graph every step; set "
+            "ddp.find_unused_parameters=false.",
+        )
+        require(
+            self.untimed_steps > CUDA_GRAPH_EAGER_STEPS,
+            f"untimed_steps={self.untimed_steps} would time the {CUDA_GRAPH_EAGER_STEPS} eager "
+            "steps and the capture that cuda_graphs=true runs first; set "
+            f"untimed_steps>={CUDA_GRAPH_EAGER_STEPS + 1}.",
+        )
+
+
+def register_schema() -> None:
+    """Store :class:`Config` as ``linkbench_schema`` (idempotent)."""
+    ConfigStore.instance().store(name="linkbench_schema", node=Config)
+
+
+def register(project_root: Path) -> None:
+    """Register the schema, and ``${linkbench_root:}`` (the folder holding run.py and
+    experiments/) for conf/config.yaml's search path, so +experiment works from any directory."""
+    register_schema()
+    if not OmegaConf.has_resolver("linkbench_root"):
+        OmegaConf.register_new_resolver("linkbench_root", lambda: str(project_root))

@@ -1,0 +1,74 @@
+"""The files a job leaves in its output directory (result, metrics, hardware, manifest,
+failure records), and the overrides they record. Used by every process.
+
+Writes are atomic (a temporary file renamed into place), so a reader never sees half a file
+and a crash never destroys the last good copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULT_FILE = "result.json"
+METRICS_FILE = "metrics.json"
+HARDWARE_FILE = "hardware.json"
+MANIFEST_FILE = "manifest.json"
+RERUN_FILE = "rerun.yaml"
+# Each task's headline metric (what run.py returns to Hydra's sweepers) and its unit.
+HEADLINES = {"train": ("samples_per_sec", "samples/s"), "allreduce": ("busbw_gbps_peak", "GB/s")}
+
+
+def replace_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> None:
+    """``write(tmp)`` a temporary file beside ``path``, then rename it over ``path``."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
+    text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+    replace_atomically(path, lambda tmp: tmp.write_text(text))
+
+
+def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The file's object, or None when it does not exist or is not valid JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def failure_file(log_dir: Path, rank: int) -> Path:
+    """Where a worker records its own failure (:mod:`linkbench.worker.stop`)."""
+    return log_dir / f"failure.rank{rank}.json"
+
+
+def headline(result: dict[str, Any]) -> tuple[str, str]:
+    """(metric, unit) of the headline of a job's result.json."""
+    return HEADLINES.get(result.get("task", "train"), HEADLINES["train"])
+
+
+def _typed(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def override_values(overrides: list[str]) -> dict[str, Any]:
+    """key -> value of a job's overrides as result.json records them (``+``/``~`` stripped;
+    hydra.*, resume and experiment left out; numbers as numbers)."""
+    values = {}
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if key and not key.startswith("hydra.") and key not in ("resume", "experiment"):
+            values[key] = _typed(value)
+    return values

@@ -1,0 +1,119 @@
+"""Hydra callbacks: an output-directory check before any job, and the sweep's summary.
+
+:class:`OutputDirCheck` refuses an output directory that cannot be made or written in one
+sentence, before Hydra itself would fail on it with a traceback.
+
+The summary is rebuilt from the jobs' result.json files after every job, so it exists even
+when a job failed (Hydra then skips ``on_multirun_end``) and a remote launcher's jobs are
+covered by ``python -m linkbench.report``. It is printed after the sweep's last job, counted
+from the sweep's overrides the way Hydra's basic sweeper expands them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from linkbench.analysis.report import SUMMARY_MD, write_summary
+
+log = logging.getLogger("linkbench")
+
+
+def sweep_dimensions(hydra_node: DictConfig) -> dict[str, int] | None:
+    """key -> number of values, for every key a multirun's overrides and sweeper params sweep
+    (as the basic sweeper expands them); None when that cannot be worked out."""
+    try:
+        params = hydra_node.sweeper.get("params") or {}
+        arguments = [f"{k}={v}" for k, v in params.items()] + list(hydra_node.overrides.task)
+        parsed = OverridesParser.create().parse_overrides(arguments)
+        by_key = {o.get_key_element().lstrip("+~"): o for o in parsed}
+        return {
+            key: len(list(o.sweep_string_iterator()))
+            for key, o in by_key.items()
+            if o.is_sweep_override()
+        }
+    except Exception:  # another sweeper, or syntax the basic sweeper alone understands
+        return None
+
+
+def expected_jobs(config: DictConfig) -> int | None:
+    """How many jobs the basic sweeper makes of this multirun (None if unknown)."""
+    dimensions = sweep_dimensions(config.hydra)
+    return None if dimensions is None else math.prod(dimensions.values())
+
+
+class SweepSummary(Callback):
+    """Registered in conf/config.yaml under hydra.callbacks."""
+
+    def __init__(self, baseline: str = "pcie") -> None:
+        self.baseline = baseline
+        self.expected: int | None = None
+        self.finished = 0
+        self.printed = False
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.expected = expected_jobs(config)
+        self.finished = 0
+        self.printed = False
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if config.hydra.mode != RunMode.MULTIRUN or os.environ.get("RANK", "0") != "0":
+            return  # one writer: the launching process, or global rank 0 under SLURM tasks
+        self.finished += 1
+        text = write_summary(Path(config.hydra.sweep.dir), self.baseline)
+        if text and self.expected is not None and self.finished >= self.expected:
+            self._print(Path(config.hydra.sweep.dir), text)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not self.printed:
+            sweep_dir = Path(config.hydra.sweep.dir)
+            text = write_summary(sweep_dir, self.baseline)
+            if text:
+                self._print(sweep_dir, text)
+
+    def _print(self, sweep_dir: Path, text: str) -> None:
+        self.printed = True
+        print(f"\n{text}\n(summary: {sweep_dir / SUMMARY_MD}, summary.csv and plots beside it)")
+
+
+def unwritable_reason(directory: Path) -> str | None:
+    """Why ``directory`` cannot be created or written, or None when it can."""
+    existing = directory
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None
+
+
+class OutputDirCheck(Callback):
+    """Registered in conf/config.yaml; checks hydra.run.dir or hydra.sweep.dir up front."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check("hydra.run.dir", config.hydra.run.dir)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check("hydra.sweep.dir", config.hydra.sweep.dir)
+
+    def _check(self, key: str, directory: str) -> None:
+        reason = unwritable_reason(Path(directory).expanduser().absolute())
+        if reason:
+            # Hydra turns a callback's exceptions into warnings; this must stop the run.
+            print(
+                f"{key}={directory} cannot hold the outputs: {reason}; choose another {key}.",
+                file=sys.stderr,
+            )
+            raise SystemExit(1)

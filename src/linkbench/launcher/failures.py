@@ -1,0 +1,78 @@
+"""Failed and stopped ranks: what each worker records, and which rank failed first.
+
+When one rank fails, the others fail soon after (a collective loses its peer, or the
+launcher stops them), so "which rank failed" needs an order. Every worker that raises writes
+``logs/failure.rank<N>.json`` with the time and its error; a rank killed from outside (out of
+memory, ``kill -9``) writes nothing and is known by its signal. The first to fail is a rank
+killed by a signal that the launcher did not send (it sends SIGTERM, and SIGKILL only to a
+rank still alive after its grace period), else the rank whose recorded failure came first.
+
+The records are written by :func:`linkbench.worker.stop.record_failure`.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+from linkbench.files import failure_file, read_json
+
+# The launcher stops the remaining workers with these, and SIGKILLs the ones still alive
+# this many seconds later (torch.distributed.elastic's default shutdown timeout).
+LAUNCHER_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+LAUNCHER_GRACE_S = 30.0
+
+
+def first_failure(
+    failures: dict[int, Any], log_dir: Path, world_size: int, ended_at: float
+) -> tuple[int, str]:
+    """(rank, its error) of the rank that failed first.
+
+    From the launcher's failures (rank -> ProcessFailure with ``exitcode``; it may list only
+    the ranks it saw end), every rank's failure file, and the time the launcher gave up
+    (``ended_at``, seconds since the epoch). A rank killed from outside leaves no file: it
+    failed first unless the launcher's grace period passed, in which case the launcher may
+    have killed it itself."""
+    recorded = _recorded(log_dir, world_size)
+    first_own = _first_own(recorded)
+    grace_passed = (
+        first_own is not None and ended_at - recorded[first_own]["time"] >= LAUNCHER_GRACE_S
+    )
+    if not grace_passed:
+        for rank in range(world_size):
+            failure = failures.get(rank)
+            signum = -failure.exitcode if failure is not None else 0
+            if signum > 0 and signum not in LAUNCHER_SIGNALS:
+                return rank, f"killed by {signal.Signals(signum).name} (exit code {-signum})"
+            if rank in recorded or signum in LAUNCHER_SIGNALS:
+                continue
+            if failure is not None and failure.exitcode > 0:
+                return rank, f"exit code {failure.exitcode} before it could record an error"
+            return rank, (
+                "it ended without recording an error: killed from outside, for example out "
+                "of memory or kill -9"
+            )
+    if first_own is not None:
+        return first_own, recorded[first_own]["error"]
+    rank = min(failures, default=0)
+    return rank, f"exit code {failures[rank].exitcode}" if failures else "no rank said why"
+
+
+def first_recorded_failure(log_dir: Path, world_size: int) -> tuple[int, str] | None:
+    """(rank, error) of the earliest failure a rank recorded itself, if any did. Under an
+    outside launcher only this node's records may be visible, so silence proves nothing."""
+    recorded = _recorded(log_dir, world_size)
+    rank = _first_own(recorded)
+    return None if rank is None else (rank, recorded[rank]["error"])
+
+
+def _first_own(recorded: dict[int, dict[str, Any]]) -> int | None:
+    """The rank whose own failure (not a stop) was recorded first, if any."""
+    own = [rank for rank, data in recorded.items() if not data["stopped"]]
+    return min(own, key=lambda rank: recorded[rank]["time"], default=None)
+
+
+def _recorded(log_dir: Path, world_size: int) -> dict[int, dict[str, Any]]:
+    records = ((rank, read_json(failure_file(log_dir, rank))) for rank in range(world_size))
+    return {rank: data for rank, data in records if data}

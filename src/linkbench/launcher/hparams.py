@@ -1,0 +1,112 @@
+"""TensorBoard's record of a finished job, written once by the launching process.
+
+When a job ends, the launching process writes into the job's run (its output directory)
+the final metrics (``final/*``: medians over repeats), every repeat's headline
+(``repeats/*``), a custom-scalars layout and the HParams session: its hyperparameters
+(TensorBoard's ``hparams_pb``) and its end with a status, so failed jobs show as failed.
+No experiment summary is written: TensorBoard then builds the HParams table from every
+job's session, marks the hyperparameters whose values differ between jobs and lists every
+metric, so no job's choice of columns hides another's (tensorflow/tensorboard issue 5596).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary_v2
+from torch.utils.tensorboard import SummaryWriter
+
+from linkbench.config.plan import JobPlan
+from linkbench.files import override_values
+
+# result.json metric -> final/ tag.
+FINAL_METRICS = {
+    "samples_per_sec": "final/samples_per_sec",
+    "samples_per_sec_per_device": "final/samples_per_sec_per_device",
+    "step_time_ms": "final/step_time_ms",
+    "mfu": "final/mfu",
+    "comm_exposed_ms": "final/comm_exposed_ms",
+    "comm_fraction": "final/comm_fraction",
+    "busbw_gbps_peak": "final/busbw_gbps_peak",
+    "final_loss": "final/loss",
+}
+REPEAT_METRICS = ("samples_per_sec", "step_time_ms", "busbw_gbps_peak")
+CUSTOM_SCALARS = {
+    "throughput": {
+        "samples/s (global)": ["Multiline", ["perf/samples_per_sec$"]],
+        "samples/s per device": ["Multiline", ["perf/samples_per_sec_per_device"]],
+        "model FLOPs utilisation": ["Multiline", ["perf/mfu"]],
+        "all_reduce busbw GB/s by log2(bytes)": ["Multiline", ["collectives/all_reduce/busbw"]],
+    },
+    "step time": {"ms/step": ["Multiline", ["perf/step_time_ms", "perf/compute_step_ms"]]},
+    "communication": {
+        "exposed ms": ["Multiline", ["perf/comm_exposed_ms"]],
+        "fraction of step": ["Multiline", ["perf/comm_fraction"]],
+    },
+}
+
+
+def hparams_of(plan: JobPlan) -> dict[str, Any]:
+    """The keys the job's overrides set, then the fixed set every job logs."""
+    c = plan.config
+    values = {
+        "task": str(c.task.name),
+        "backend": plan.backend,
+        "interconnect": str(c.interconnect.name),
+        "precision": str(plan.precision),
+        "scaling": str(c.scaling.rule),
+        "model": c.model.name,
+        "optimizer": c.optimizer.name,
+        "data": str(c.data.name),
+        "batch": c.batch,
+        "global_batch": plan.global_batch,
+        "world_size": plan.world_size,
+        "lr": plan.lr,
+        "steps": c.steps,
+        "seed": c.seed,
+        "ddp.bucket_cap_mb": float(c.ddp.bucket_cap_mb),
+        "comm_hook": c.comm_hook.name,
+        "ddp.static_graph": c.ddp.static_graph,
+        "ddp.gradient_as_bucket_view": c.ddp.gradient_as_bucket_view,
+    }
+    ordered = {**override_values(plan.overrides), **values}
+    return {k: "none" if v is None else v for k, v in ordered.items()}
+
+
+def session_end_pb(completed: bool) -> Summary:
+    """The HParams session's end with its status (TensorBoard's own ``session_end_pb`` needs
+    TensorFlow; this is the same summary from the plugin's metadata helpers)."""
+    status = api_pb2.STATUS_SUCCESS if completed else api_pb2.STATUS_FAILURE
+    data = plugin_data_pb2.HParamsPluginData(
+        session_end_info=plugin_data_pb2.SessionEndInfo(status=status)
+    )
+    summary = Summary()
+    summary.value.add(
+        tag=metadata.SESSION_END_INFO_TAG,
+        metadata=metadata.create_summary_metadata(data),
+        tensor=metadata.NULL_TENSOR,
+    )
+    return summary
+
+
+def write_job_summary(
+    plan: JobPlan, metrics: dict[str, Any], repeat_metrics: list[dict[str, Any]], completed: bool
+) -> None:
+    """The launching process's once-per-job record: the HParams session, final/* and
+    repeats/* scalars, the custom-scalars layout."""
+    writer = SummaryWriter(log_dir=plan.job_dir)
+    try:
+        session = summary_v2.hparams_pb(hparams_of(plan), trial_id=plan.job_dir)
+        for summary in (session, session_end_pb(completed)):
+            writer.file_writer.add_summary(summary)
+        writer.add_custom_scalars(CUSTOM_SCALARS)
+        for key, tag in FINAL_METRICS.items():
+            if isinstance(metrics.get(key), (int, float)):
+                writer.add_scalar(tag, metrics[key], 0)
+        for repeat, values in enumerate(repeat_metrics):
+            for key in REPEAT_METRICS:
+                if isinstance(values.get(key), (int, float)):
+                    writer.add_scalar(f"repeats/{key}", values[key], repeat)
+    finally:
+        writer.close()

@@ -1,0 +1,276 @@
+"""One Hydra job from start to result.json: plan, launch, record.
+
+Called by ``run.py`` once per job (a sweep calls it once per combination, in one process).
+Every outcome leaves a ``result.json`` in the job's directory (:class:`JobRecord`), with
+``status`` "completed", "failed" or "interrupted", so a failed job loses nothing that was
+measured before it failed. After the workers end, the NCCL logs they wrote are parsed to
+verify the transport.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+from linkbench.config.errors import ConfigError, JobFailed, JobInterrupted
+from linkbench.config.plan import JobPlan, Machine, make_plan
+from linkbench.config.schema import TaskName
+from linkbench.files import METRICS_FILE, RERUN_FILE, RESULT_FILE, headline, read_json
+from linkbench.launcher.failures import first_failure, first_recorded_failure
+from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
+from linkbench.launcher.record import JobRecord
+from linkbench.link.nccl_log import parse_files
+from linkbench.link.transport import verify
+from linkbench.parts.flops import train_flops_per_sample
+from linkbench.worker import checkpoint
+from linkbench.worker.main import worker_main
+from linkbench.worker.stop import Stopped
+
+log = logging.getLogger("linkbench")
+
+
+def _failure_message(error: ChildFailedError, plan: JobPlan) -> tuple[int, str]:
+    """The rank that failed first, and a message naming it, its error and its log, then the
+    exit codes of the other ranks the launcher saw fail."""
+    rank, reason = first_failure(
+        error.failures, plan.log_dir, plan.world_size, ended_at=time.time()
+    )
+    message = f"rank {rank} failed first: {reason} [log: {plan.log_dir / f'rank{rank}.stderr.log'}]"
+    others = [r for r in sorted(error.failures) if r != rank]
+    if others:
+        exits = ", ".join(f"rank {r} exit code {error.failures[r].exitcode}" for r in others)
+        message += f"; then {exits}"
+    return rank, message
+
+
+def check_transport(plan: JobPlan) -> dict[str, Any]:
+    """Verify the transport from the NCCL logs the workers left (NCCL_DEBUG_FILE or stdout)."""
+    logs = plan.log_dir
+    summary = None
+    if plan.backend == "nccl":
+        files = sorted(logs.glob("nccl.rank*.log")) or sorted(logs.glob("rank*.std*.log"))
+        summary = parse_files(files)
+    arm = plan.config.interconnect
+    expected = str(arm.expected_transport)
+    transport = verify(summary, expected, plan.backend, plan.world_size)
+    if transport["verified"] is False:
+        log.warning(
+            "!!! TRANSPORT NOT VERIFIED: interconnect=%s expects %s, but %s",
+            arm.name, expected, transport["reason"],
+        )  # fmt: skip
+    elif transport["verified"]:
+        log.info("transport verified: %s", transport["reason"])
+    else:
+        log.info("transport %s, not verified: %s", transport["transport"], transport["reason"])
+    return transport
+
+
+def write_rerun_config(plan: JobPlan, job_dir: Path) -> None:
+    """rerun.yaml: the resolved config with this machine's choices pinned (devices, backend),
+    for ``python run.py --config-path <job> --config-name rerun``."""
+    header = f"# Rerun this job: python run.py --config-path {job_dir} --config-name rerun\n"
+    body = OmegaConf.to_yaml(OmegaConf.create(plan.resolved_config()))
+    (job_dir / RERUN_FILE).write_text(header + body)
+
+
+def timing_overheads(
+    timeline: dict[str, float], launched_at: float, returned_at: float
+) -> dict[str, float]:
+    """What a run spent outside its task (process start, rendezvous, set-up, teardown), and
+    from its launch to the end of its first training step, in seconds (wall clock)."""
+    out = {}
+    if "task_started_at" in timeline:
+        task_s = timeline["task_ended_at"] - timeline["task_started_at"]
+        out["overhead_s"] = (returned_at - launched_at) - task_s
+    if "first_step_done_at" in timeline:
+        out["launch_to_first_step_s"] = timeline["first_step_done_at"] - launched_at
+    return out
+
+
+def with_flops(plan: JobPlan) -> JobPlan:
+    """The plan with the training FLOPs of one sample, for MFU (train jobs only). Building
+    the model here, on the meta device, also refuses a model config that cannot build."""
+    c = plan.config
+    if c.task.name != TaskName.train:
+        return plan
+    try:
+        flops = train_flops_per_sample(c.model, c.data.image_size)
+    except Exception as error:
+        cause = error.__cause__ or error  # Hydra's InstantiationException wraps the real one
+        raise ConfigError(
+            f"model={c.model.name} ({c.model._target_} with model.kwargs) cannot be built for "
+            f"data.image_size={c.data.image_size}: {type(cause).__name__}: {cause}; fix "
+            "model._target_ or model.kwargs.".replace("\n", " ")
+        ) from None
+    return dataclasses.replace(plan, flops_per_sample=flops)
+
+
+def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> None:
+    """Launch the job's world ``repeats`` times, collecting metrics and transport checks.
+
+    The first run's first training step is also timed from the job's start
+    (``time_to_first_step_s``, after Hydra composed the config) and stamped with the wall
+    clock (``first_step_done_at``, seconds since the epoch) for tools timing the command."""
+    repeats = plan.config.repeats
+    for repeat in range(repeats):
+        run = record.current_run()
+        log.info(
+            "job %s: %s on %d %s worker(s), backend %s, interconnect %s%s",
+            plan.job_dir, plan.config.task.name, plan.world_size, plan.device_type,
+            plan.backend, plan.config.interconnect.name,
+            f", run {repeat + 1}/{repeats}" if repeats > 1 else "",
+        )  # fmt: skip
+        (Path(plan.job_dir) / METRICS_FILE).unlink(missing_ok=True)
+        launched_at = time.time()
+        try:
+            returns = launch(run)
+        finally:
+            record.add_transport(check_transport(run))
+        returned = dict(returns[0])
+        metrics = returned.pop("metrics")
+        timeline = returned.pop("timeline", {})
+        metrics.update(timing_overheads(timeline, launched_at, time.time()))
+        if repeat == 0 and "first_step_done_at" in timeline:
+            returned["first_step_done_at"] = timeline["first_step_done_at"]
+            returned["time_to_first_step_s"] = timeline["first_step_done_at"] - job_started_at
+        record.add_run(metrics, returned)
+
+
+def _plan_job(cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine) -> JobPlan:
+    plan = make_plan(cfg, str(job_dir), overrides, machine)
+    if not plan.config.resume:
+        return plan
+    step, problem = checkpoint.usable_checkpoint(job_dir)
+    if problem:
+        log.warning("resume: %s", problem)
+        plan.notes.append(f"resume: {problem}")
+    if step is not None:
+        log.info("resume: %s continues from its checkpoint of step %d", job_dir, step)
+        plan = dataclasses.replace(plan, resume_step=step)
+    return plan
+
+
+def _run_other_rank(
+    cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine
+) -> float:
+    """A rank other than 0 under an outside launcher: train, write nothing of the job's."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
+        root.removeHandler(handler)  # rank 0 alone writes the job's log file
+    plan = make_plan(cfg, str(job_dir), overrides, machine)
+    if plan.config.resume and (step := checkpoint.usable_checkpoint(job_dir)[0]) is not None:
+        plan = dataclasses.replace(plan, resume_step=step)
+    worker_main(plan)
+    return 0.0
+
+
+def _completed_result(job_dir: Path) -> dict[str, Any] | None:
+    previous = read_json(job_dir / RESULT_FILE)
+    return previous if previous and previous.get("status") == "completed" else None
+
+
+def run_job(cfg: DictConfig) -> float:
+    """Plan, launch (``repeats`` times) and record one job; returns its headline metric.
+
+    Under torchrun or a SLURM job of several tasks, this process is one rank of the world:
+    global rank 0 runs and records the job, the other ranks only train."""
+    hydra_cfg = HydraConfig.get()
+    job_dir = Path(hydra_cfg.runtime.output_dir)
+    export_slurm_world()
+    machine = Machine.current()
+    overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("resume=")]
+    if machine.outside is not None:
+        check_outside_launch(hydra_cfg, dict(machine.environ))
+        if machine.outside.rank != 0:
+            return _run_other_rank(cfg, job_dir, overrides, machine)
+    if cfg.get("resume") and (previous := _completed_result(job_dir)):
+        log.info("resume: %s already completed; skipping it", job_dir)
+        return report(previous)
+    record = JobRecord(job_dir, overrides)
+    job_started_at = time.time()
+    try:
+        plan = with_flops(_plan_job(cfg, job_dir, overrides, machine))
+        record.planned(plan)
+        write_rerun_config(plan, job_dir)
+        for note in plan.notes:
+            log.warning(note)
+        _run_repeats(plan, record, job_started_at)
+        record.complete()
+    except ConfigError as error:
+        record.fail(str(error))
+        raise
+    except ChildFailedError as error:
+        rank, message = _failure_message(error, record.current_run())
+        record.fail(message, rank)
+        log.error("job failed: %s", message)
+        raise JobFailed(f"{job_dir}: {message}") from None
+    except (KeyboardInterrupt, SignalException, Stopped) as error:
+        record.interrupt(f"interrupted ({type(error).__name__}: {error})")
+        if isinstance(error, SignalException):
+            name = signal.Signals(error.sigval).name
+            raise JobInterrupted(f"{job_dir}: stopped by {name}, with its workers") from None
+        raise
+    except Exception as error:
+        record.fail(f"{type(error).__name__}: {error}")
+        if record.plan is not None and record.plan.in_place:
+            # This rank's task failed, perhaps after another rank's.
+            run = record.current_run()
+            rank, message = first_recorded_failure(run.log_dir, run.world_size) or (
+                0,
+                record.fields["error"],
+            )
+            record.fail(message, rank)
+            log.error("job failed: rank %d failed first: %s", rank, message)
+            raise JobFailed(f"{job_dir}: rank {rank}: {message}") from None
+        raise  # the launcher itself failed (rendezvous, ...): the record keeps the error
+    finally:
+        record.write()
+    return report(record.fields)
+
+
+def report(result: dict[str, Any]) -> float:
+    """Log the job's outcome in a few lines; return its headline metric (for Hydra)."""
+    metrics = result["metrics"]
+    if result.get("task", "train") == "train":
+        comm = ""
+        if "comm_exposed_ms" in metrics:
+            comm = (
+                f", exposed communication {metrics['comm_exposed_ms']:.2f} ms "
+                f"({100 * metrics['comm_fraction']:.0f}%)"
+            )
+        log.info(
+            "done: %.1f samples/s, %.2f ms/step%s, final loss %.4f -> %s",
+            metrics.get("samples_per_sec", float("nan")),
+            metrics.get("step_time_ms", float("nan")),
+            comm,
+            metrics.get("final_loss", float("nan")),
+            Path(result["job_dir"]) / RESULT_FILE,
+        )
+        if "mfu" in metrics:
+            log.info(
+                "model FLOPs: %.1f TFLOP/s per device, MFU %.1f%% of the %s TFLOP/s peak",
+                metrics["model_tflops_per_device"], 100 * metrics["mfu"], metrics["peak_tflops"],
+            )  # fmt: skip
+        if "launch_to_first_step_s" in metrics:
+            log.info(
+                "first step done %.1f s after launch (the step itself %.2f s); %.1f s per run "
+                "outside the task (process start, rendezvous, set-up, teardown)",
+                metrics["launch_to_first_step_s"], metrics.get("first_step_s", float("nan")),
+                metrics.get("overhead_s", float("nan")),
+            )  # fmt: skip
+    else:
+        log.info(
+            "done: peak %s busbw %.2f GB/s at %s bytes -> %s",
+            metrics["peak_op"], metrics["busbw_gbps_peak"], f"{metrics['peak_bytes']:,}",
+            Path(result["job_dir"]) / RESULT_FILE,
+        )  # fmt: skip
+    return float(metrics.get(headline(result)[0], 0.0))

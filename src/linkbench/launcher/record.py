@@ -1,0 +1,169 @@
+"""One job's record: the object that owns result.json's fields and writes the job's files.
+
+A :class:`JobRecord` starts ``failed`` (so a crash of the launcher itself leaves an honest
+file), learns the plan, collects each run's metrics and transport check, and ends in one of
+three ways: :meth:`~JobRecord.complete`, :meth:`~JobRecord.fail` or
+:meth:`~JobRecord.interrupt`. :meth:`~JobRecord.write` then writes result.json, the
+manifest and the job's TensorBoard summary, keeping whatever a run measured before it ended.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from linkbench.config.plan import JobPlan, with_repeat
+from linkbench.files import (
+    HARDWARE_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    RESULT_FILE,
+    read_json,
+    write_json,
+)
+from linkbench.launcher.hparams import write_job_summary
+from linkbench.launcher.provenance import git_state
+from linkbench.link.topology import versions
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def describe_plan(plan: JobPlan) -> dict[str, Any]:
+    """The plan's facts as result.json records them."""
+    c = plan.config
+    return {
+        "task": str(c.task.name),
+        "world_size": plan.world_size,
+        "nnodes": plan.nnodes,
+        "backend": plan.backend,
+        "device_type": plan.device_type,
+        "interconnect": str(c.interconnect.name),
+        "expected_transport": str(c.interconnect.expected_transport),
+        "env": plan.env.applied,
+        "env_replaced": plan.env.replaced,
+        "env_inherited_nccl": plan.env.inherited_nccl,
+        "precision": str(plan.precision),
+        "model": c.model.name,
+        "optimizer": c.optimizer.name,
+        "data": str(c.data.name),
+        "batch": c.batch,
+        "global_batch": plan.global_batch,
+        "scaling": str(c.scaling.rule),
+        "lr": plan.lr,
+        "steps": c.steps,
+        "untimed_steps": c.untimed_steps,
+        "seed": c.seed,
+        "repeats": c.repeats,
+        "notes": plan.notes,
+    }
+
+
+def combine_transports(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One verdict for all repeats: false if any repeat contradicts the arm."""
+    for verdict in (False, None):
+        for check in checks:
+            if check["verified"] is verdict:
+                return {**check, "repeats_checked": len(checks)}
+    return {**checks[0], "repeats_checked": len(checks)}
+
+
+def median_metrics(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric metric's median over the runs (other values from the first run)."""
+    if len(runs) == 1:
+        return dict(runs[0])
+    merged = dict(runs[0])
+    for key, value in merged.items():
+        values = [m.get(key) for m in runs]
+        if isinstance(value, (int, float)) and all(isinstance(v, (int, float)) for v in values):
+            merged[key] = statistics.median(values)
+    return merged
+
+
+class JobRecord:
+    """result.json of one job, from its start to its end."""
+
+    def __init__(self, job_dir: Path, overrides: list[str]) -> None:
+        self.job_dir = job_dir
+        self.plan: JobPlan | None = None
+        self.runs: list[dict[str, Any]] = []
+        self.transports: list[dict[str, Any]] = []
+        self.fields: dict[str, Any] = {
+            "status": "failed",
+            "overrides": overrides,
+            "job_dir": str(job_dir),
+            "started_at": now_iso(),
+        }
+        self._started = time.monotonic()
+
+    def planned(self, plan: JobPlan) -> None:
+        self.plan = plan
+        self.fields.update(describe_plan(plan))
+        if plan.resume_step is not None:
+            self.fields["resumed_from_step"] = plan.resume_step
+
+    def current_run(self) -> JobPlan:
+        """The plan of the run in progress (the next one to add)."""
+        assert self.plan is not None
+        return with_repeat(self.plan, len(self.runs))
+
+    def add_run(self, metrics: dict[str, Any], returned: dict[str, Any]) -> None:
+        """A finished run's metrics and the other values rank 0 returned."""
+        self.runs.append(metrics)
+        self.fields.update(returned)
+
+    def add_transport(self, check: dict[str, Any]) -> None:
+        self.transports.append(check)
+
+    def complete(self) -> None:
+        self.fields["status"] = "completed"
+
+    def fail(self, error: str, failed_rank: int | None = None) -> None:
+        self.fields.update(status="failed", error=error)
+        if failed_rank is not None:
+            self.fields["failed_rank"] = failed_rank
+
+    def interrupt(self, error: str) -> None:
+        self.fields.update(status="interrupted", error=error)
+
+    @property
+    def completed(self) -> bool:
+        return self.fields["status"] == "completed"
+
+    def write(self) -> dict[str, Any]:
+        """Write result.json (and, once planned, the manifest and TensorBoard summary)."""
+        runs = list(self.runs)
+        # A run that did not complete keeps what it measured (rank 0 writes metrics.json).
+        if not self.completed and (partial := read_json(self.job_dir / METRICS_FILE)):
+            runs.append(partial["metrics"])
+        self.fields["metrics"] = median_metrics(runs) if runs else {}
+        if len(runs) > 1:
+            self.fields["repeat_metrics"] = runs
+        if self.plan is not None:
+            hardware = read_json(self.job_dir / HARDWARE_FILE) or {}
+            self.fields["warnings"] = list(hardware.get("warnings", []))
+            if self.transports:
+                self.fields["transport"] = combine_transports(self.transports)
+            self._write_manifest(hardware)
+            write_job_summary(self.plan, self.fields["metrics"], runs, self.completed)
+        self.fields["duration_s"] = round(time.monotonic() - self._started, 3)
+        self.fields["ended_at"] = now_iso()
+        write_json(self.job_dir / RESULT_FILE, self.fields)
+        return self.fields
+
+    def _write_manifest(self, hardware: dict[str, Any]) -> None:
+        assert self.plan is not None
+        manifest = {
+            "config": self.plan.resolved_config(),
+            "overrides": self.fields["overrides"],
+            "git": git_state(),
+            "env": self.plan.env.applied,
+            "env_replaced": self.plan.env.replaced,
+            "seed": self.plan.config.seed,
+            **(hardware or {"versions": versions()}),
+        }
+        write_json(self.job_dir / MANIFEST_FILE, manifest)

@@ -1,0 +1,160 @@
+"""Where a rank's batches come from: synthetic tensors or a real torchvision data set.
+
+``synthetic`` makes one batch on the device and yields it every step, so no input pipeline
+is in the measurement. The others go through a DataLoader with a DistributedSampler
+(``set_epoch`` every epoch), pinned memory on GPU and non-blocking copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler
+
+from linkbench.config.schema import Config, DataConfig, DataName, ModelInput
+from linkbench.worker.rank import Rank
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+RANK_SEED_STRIDE = 1000  # ranks per job seed that get distinct synthetic data
+
+
+@dataclass
+class Batches:
+    """An endless stream of (inputs, targets) on the rank's device, and where it is: the
+    epoch and how many batches of it were taken (for checkpoints; synthetic data has none)."""
+
+    stream: Iterator[Batch]
+    num_classes: int
+    position: dict[str, int] = field(default_factory=dict)
+
+
+class ResumableSampler(DistributedSampler):
+    """A DistributedSampler whose next epoch can start ``skip`` samples in."""
+
+    skip = 0
+
+    def __iter__(self) -> Iterator[int]:
+        indices = list(super().__iter__())[self.skip :]
+        self.skip = 0
+        return iter(indices)
+
+
+def _synthetic(config: Config, batch: int, device: torch.device, seed: int) -> Batches:
+    model, data = config.model, config.data
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    if model.input == ModelInput.tokens:
+        tokens = torch.randint(model.vocab_size, (batch, model.seq_len + 1), generator=generator)
+        tokens = tokens.to(device)
+        fixed = (tokens[:, :-1], tokens[:, 1:])
+        num_classes = model.vocab_size
+    else:
+        shape = (batch, model.in_channels, data.image_size, data.image_size)
+        images = torch.randn(*shape, generator=generator).to(device)
+        if model.channels_last and device.type == "cuda":
+            images = images.contiguous(memory_format=torch.channels_last)
+        labels = torch.randint(data.num_classes, (batch,), generator=generator).to(device)
+        fixed = (images, labels)
+        num_classes = data.num_classes
+
+    def forever() -> Iterator[Batch]:
+        while True:
+            yield fixed
+
+    return Batches(forever(), num_classes)
+
+
+def _dataset(data: DataConfig, local_rank: int) -> Any:
+    from torchvision import datasets
+    from torchvision import transforms as T
+
+    size = data.image_size
+    normalize = T.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+    if data.name == DataName.fake:
+        return datasets.FakeData(
+            size=data.size,
+            image_size=(3, size, size),
+            num_classes=data.num_classes,
+            transform=T.ToTensor(),
+        )
+    assert data.root is not None  # the plan checked it
+    root = Path(data.root).expanduser()
+    if data.name == DataName.imagefolder:
+        if (root / "train").is_dir():
+            root = root / "train"
+        augment = [T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(), normalize]
+        return datasets.ImageFolder(str(root), transform=T.Compose(augment))
+    augment = [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()]
+    if size != 32:
+        augment.append(T.Resize(size, antialias=True))
+    transform = T.Compose([*augment, T.ToTensor(), normalize])
+    if data.download and local_rank == 0:
+        datasets.CIFAR10(str(root), train=True, download=True)
+    if data.download:
+        dist.barrier()
+    return datasets.CIFAR10(str(root), train=True, download=False, transform=transform)
+
+
+def _loader(config: Config, batch: int, me: Rank, start: dict[str, int]) -> Batches:
+    data, device, world = config.data, me.device, me.world_size
+    dataset = _dataset(data, me.local_rank)
+    sampler = ResumableSampler(
+        dataset, num_replicas=world, rank=me.rank, shuffle=True, seed=config.seed, drop_last=True
+    )
+    workers = data.num_workers
+    loader = DataLoader(
+        dataset,
+        batch_size=batch,
+        sampler=sampler,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+        drop_last=True,
+        persistent_workers=workers > 0,
+    )
+    if len(loader) == 0:
+        raise ValueError(
+            f"data={data.name} gives each of {world} ranks {len(sampler)} samples, fewer than "
+            f"one batch of {batch}; use more data or a smaller batch."
+        )
+    channels_last = config.model.channels_last and device.type == "cuda"
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+
+    position = {"epoch": start.get("epoch", 0), "batch": start.get("batch", 0)}
+
+    def forever() -> Iterator[Batch]:
+        while True:
+            sampler.set_epoch(position["epoch"])
+            sampler.skip = position["batch"] * batch
+            for images, labels in loader:
+                position["batch"] += 1
+                yield (
+                    images.to(device, non_blocking=True, memory_format=memory_format),
+                    labels.to(device, non_blocking=True),
+                )
+            position["epoch"] += 1
+            position["batch"] = 0
+
+    classes = getattr(dataset, "classes", None)
+    return Batches(forever(), len(classes) if classes else data.num_classes, position)
+
+
+def make_batches(
+    config: Config, batch: int, me: Rank, start: dict[str, int] | None = None
+) -> Batches:
+    """The batches rank ``me`` trains on, from ``start`` (a checkpoint's data position);
+    synthetic data differs between ranks by seed."""
+    if config.data.name == DataName.synthetic:
+        return _synthetic(config, batch, me.device, seed=rank_seed(config.seed, me.rank))
+    return _loader(config, batch, me, start or {})
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """A seed of this rank's own, distinct from every other rank's for any job seed below
+    :data:`RANK_SEED_STRIDE`."""
+    return seed * RANK_SEED_STRIDE + rank

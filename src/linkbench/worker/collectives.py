@@ -1,0 +1,158 @@
+"""``task=allreduce``: collective bandwidth over a sweep of message sizes.
+
+Bandwidths follow nccl-tests (doc/PERFORMANCE.md): algbw = S / t with S the message bytes
+and GB = 1e9 bytes; busbw = algbw x 2(n-1)/n for all_reduce and x (n-1)/n for all_gather and
+reduce_scatter, where S is the whole gathered or scattered array. Each size is warmed up, then
+``iters`` back-to-back calls are timed with device events (a monotonic clock on CPU); t is the
+mean over the calls, averaged over ranks (the slowest rank is recorded too).
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from linkbench.config.plan import JobPlan
+from linkbench.config.schema import TaskConfig
+from linkbench.worker.board import Board
+from linkbench.worker.rank import Rank, max_over_ranks, sum_over_ranks
+from linkbench.worker.timing import WindowTimer
+
+log = logging.getLogger("linkbench")
+CSV_FILE = "collectives.csv"
+CSV_COLUMNS = (
+    "op",
+    "bytes",
+    "count",
+    "dtype",
+    "world_size",
+    "time_us",
+    "time_us_max",
+    "algbw_gbps",
+    "busbw_gbps",
+)
+
+
+def bus_factor(op: str, world_size: int) -> float:
+    """nccl-tests' busbw / algbw ratio."""
+    n = world_size
+    return 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+
+
+def bandwidths_gbps(
+    op: str, size_bytes: int, seconds: float, world_size: int
+) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s (1e9 bytes) for one call of ``op`` on ``size_bytes``."""
+    algbw = size_bytes / seconds / 1e9
+    return algbw, algbw * bus_factor(op, world_size)
+
+
+def message_sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    sizes, size = [], min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        size *= factor
+    return sizes
+
+
+def _buffers(op: str, count: int, world: int, dtype: torch.dtype, device: torch.device):
+    """The call to time, on preallocated tensors; ``count`` elements in the whole array."""
+    if op == "all_reduce":
+        tensor = torch.zeros(count, dtype=dtype, device=device)  # sums stay finite
+        return lambda: dist.all_reduce(tensor)
+    shard = torch.zeros(count // world, dtype=dtype, device=device)
+    full = torch.empty(count // world * world, dtype=dtype, device=device)
+    if op == "all_gather":
+        return lambda: dist.all_gather_into_tensor(full, shard)
+    return lambda: dist.reduce_scatter_tensor(shard, full)
+
+
+def time_collective(
+    op: str, size_bytes: int, task: TaskConfig, device: torch.device, world: int
+) -> dict[str, Any]:
+    dtype = getattr(torch, task.dtype)
+    element = torch.tensor([], dtype=dtype).element_size()
+    count = max(world, size_bytes // element // world * world)
+    call = _buffers(op, count, world, dtype, device)
+    dist.barrier()
+    for _ in range(task.warmup_iters):
+        call()
+    timer = WindowTimer(device)
+    timer.start()
+    for _ in range(task.iters):
+        call()
+    call_ms = timer.lap() / task.iters
+    mean_ms, max_ms = sum_over_ranks(call_ms, device) / world, max_over_ranks(call_ms, device)
+    actual_bytes = count * element
+    algbw, busbw = bandwidths_gbps(op, actual_bytes, mean_ms / 1e3, world)
+    return {
+        "op": op,
+        "bytes": actual_bytes,
+        "count": count,
+        "dtype": task.dtype,
+        "world_size": world,
+        "time_us": mean_ms * 1e3,
+        "time_us_max": max_ms * 1e3,
+        "algbw_gbps": algbw,
+        "busbw_gbps": busbw,
+    }
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'op':>15} {'bytes':>12} {'time_us':>11} {'algbw GB/s':>11} {'busbw GB/s':>11}"]
+    for r in rows:
+        lines.append(
+            f"{r['op']:>15} {r['bytes']:>12,} {r['time_us']:>11.1f} "
+            f"{r['algbw_gbps']:>11.3f} {r['busbw_gbps']:>11.3f}"
+        )
+    return "\n".join(lines)
+
+
+def run_collectives(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+    """Time every op at every size; rank 0 (``board`` given) writes CSV and TensorBoard."""
+    task = plan.config.task
+    device, world = me.device, me.world_size
+    rows = []
+    for op in map(str, task.ops):
+        for size in message_sizes(task.min_bytes, plan.max_bytes, task.size_factor):
+            row = time_collective(op, size, task, device, world)
+            rows.append(row)
+            if board is not None:
+                step = round(math.log2(row["bytes"]))
+                board.scalars(
+                    step,
+                    {
+                        f"collectives/{op}/busbw_gbps": row["busbw_gbps"],
+                        f"collectives/{op}/algbw_gbps": row["algbw_gbps"],
+                        f"collectives/{op}/time_us": row["time_us"],
+                    },
+                )
+    if board is None:
+        return {}
+    with (Path(plan.job_dir) / CSV_FILE).open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    log.info("collective bandwidth, %d ranks (step in TensorBoard = log2 bytes):\n%s", world,
+             format_table(rows))  # fmt: skip
+    if world == 1:
+        log.warning(
+            "one rank: collectives move no data between GPUs, so busbw is 0 by definition and "
+            "algbw times a local copy (or nothing, for the in-place all_reduce)."
+        )
+    headline = [r for r in rows if r["op"] == str(task.ops[0])]
+    best = max(headline, key=lambda r: (r["busbw_gbps"], r["bytes"]))
+    board.scalars(0, {"perf/busbw_gbps_peak": best["busbw_gbps"]})
+    metrics = {
+        "busbw_gbps_peak": best["busbw_gbps"],
+        "algbw_gbps_at_peak": best["algbw_gbps"],
+        "peak_op": best["op"],
+        "peak_bytes": best["bytes"],
+    }
+    return {"metrics": metrics, "collectives": rows}

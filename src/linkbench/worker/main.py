@@ -1,0 +1,138 @@
+"""One rank of a job: its environment, logging, device, process group and hardware record.
+
+:func:`worker_main` is the function the elastic launcher starts in every worker process. It
+applies the job's interconnect variables (and, for NCCL, the debug variables that make NCCL
+log its transports to ``logs/nccl.rank<N>.log``) before anything touches NCCL, so they reach
+this job's workers and nothing else. Then it runs the job's task.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from linkbench.config.plan import JobPlan
+from linkbench.config.schema import TaskName
+from linkbench.files import HARDWARE_FILE, write_json
+from linkbench.link.interconnect import apply_env, nccl_environment
+from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
+from linkbench.link.transport import nccl_debug_env
+from linkbench.worker.board import Board
+from linkbench.worker.collectives import run_collectives
+from linkbench.worker.rank import Rank
+from linkbench.worker.stop import STOP_SIGNALS, record_failure, stop_on_sigterm
+from linkbench.worker.train import train
+
+log = logging.getLogger("linkbench")
+TASKS: dict[TaskName, Callable[[JobPlan, Rank, Board | None], dict[str, Any]]] = {
+    TaskName.train: train,
+    TaskName.allreduce: run_collectives,
+}
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+        force=True,
+    )
+
+
+def _setup_device(plan: JobPlan, local_rank: int) -> torch.device:
+    if plan.device_type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        return device
+    if "OMP_NUM_THREADS" not in os.environ:
+        # Share the cores between the ranks instead of oversubscribing them (torchrun sets
+        # OMP_NUM_THREADS=1 instead, which leaves cores idle with few ranks).
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        torch.set_num_threads(max(1, (cores or 1) // plan.nproc_per_node))
+    return torch.device("cpu")
+
+
+def _gpu_uuid(device: torch.device) -> str | None:
+    if device.type != "cuda":
+        return None
+    uuid = str(torch.cuda.get_device_properties(device).uuid)
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
+def describe_hardware(plan: JobPlan, me: Rank) -> dict[str, Any] | None:
+    """Rank 0 gets (and writes to hardware.json) the GPUs of every rank on its host."""
+    mine = {"host": socket.gethostname(), "uuid": _gpu_uuid(me.device)}
+    everyone: list[Any] = [None] * me.world_size
+    dist.all_gather_object(everyone, mine)
+    if not me.is_main:
+        return None
+    uuids = [p["uuid"] for p in everyone if p["host"] == mine["host"] and p["uuid"]]
+    topology = gpu_topology(uuids) if uuids else {"available": False, "reason": "no GPU in use"}
+    hardware = {
+        "versions": versions(),
+        "hosts": sorted({p["host"] for p in everyone}),
+        "topology": topology,
+        "nvidia_smi_topo": nvidia_smi_topology() if uuids else None,
+        "warnings": link_warnings(topology, str(plan.config.interconnect.name)),
+    }
+    for warning in hardware["warnings"]:
+        log.warning("!!! %s", warning)
+    write_json(Path(plan.job_dir) / HARDWARE_FILE, hardware)
+    return hardware
+
+
+def worker_main(plan: JobPlan) -> dict[str, Any]:
+    """Run the job's task on this rank; rank 0 returns the job's results, the others {}."""
+    apply_env(plan.env.applied)
+    rank = int(os.environ["RANK"])
+    if plan.backend == "nccl":
+        log_file = plan.log_dir / f"nccl.rank{rank}.log"
+        apply_env(nccl_debug_env(str(log_file), dict(os.environ)))
+    if plan.in_place:  # Hydra has set up this process's logging; no launcher made the logs dir
+        plan.log_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        _setup_logging()
+    stop_on_sigterm()
+    local_rank = int(os.environ["LOCAL_RANK"])
+    device = _setup_device(plan, local_rank)
+    me = Rank(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)
+    dist.init_process_group(
+        backend=plan.backend,
+        device_id=device if plan.backend == "nccl" else None,
+        timeout=timedelta(seconds=plan.config.dist_timeout_s),
+    )
+    board = None
+    try:
+        hardware = describe_hardware(plan, me)
+        board = Board(plan, hardware) if me.is_main else None
+        task_started_at = time.time()
+        out = TASKS[plan.config.task.name](plan, me, board)
+        if me.is_main:
+            out["worker_nccl_env"] = nccl_environment()
+            timeline = out.setdefault("timeline", {})
+            timeline.update(task_started_at=task_started_at, task_ended_at=time.time())
+        return out
+    except BaseException as error:
+        # The launcher keeps the traceback in an error file; the rank's log should show it too.
+        record_failure(plan.log_dir, rank, error)
+        if isinstance(error, tuple(STOP_SIGNALS)):
+            log.warning("rank %d stopped: %s", rank, error or "interrupted")
+            if not plan.in_place:  # a stop is no error of this rank's: exit without traceback
+                raise SystemExit(128 + STOP_SIGNALS[type(error)]) from None
+        log.exception("rank %d failed", rank)
+        raise
+    finally:
+        if board is not None:
+            board.close()
+        dist.destroy_process_group()

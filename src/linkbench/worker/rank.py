@@ -1,0 +1,39 @@
+"""Where a worker process sits in its job's world, and the reduction across ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Rank:
+    """This process's global and local rank, the world's size and the device it trains on."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _reduce(value: float | torch.Tensor, device: torch.device, op: dist.ReduceOp) -> float:
+    buf = torch.as_tensor(value, dtype=torch.float64, device=device).detach().reshape(1).clone()
+    dist.all_reduce(buf, op=op)
+    return buf.item()
+
+
+def sum_over_ranks(value: float | torch.Tensor, device: torch.device) -> float:
+    """The sum of every rank's ``value`` (a collective: every rank must call it; gloo has
+    no AVG, so means are sums divided by the world size)."""
+    return _reduce(value, device, dist.ReduceOp.SUM)
+
+
+def max_over_ranks(value: float | torch.Tensor, device: torch.device) -> float:
+    """The largest ``value`` of any rank (a collective: every rank must call it)."""
+    return _reduce(value, device, dist.ReduceOp.MAX)

@@ -1,0 +1,249 @@
+"""``task=train``: the DDP training loop of one rank, with honest step timing.
+
+The hot loop never waits on the device except every ``log_every`` steps, where the timing
+window closes, the loss is all-reduced across ranks and rank 0 logs. The first
+``untimed_steps`` are not timed. At the end the timed milliseconds are all-reduced with MAX,
+so the reported throughput is the slowest rank's, and with it the model FLOPs utilisation
+(:mod:`linkbench.parts.flops`). Then a probe times the same step with and without gradient
+synchronisation (:mod:`linkbench.worker.probe`) to measure exposed communication. How a
+step executes (eager, torch.compile, CUDA graphs) is :mod:`linkbench.worker.stepper`'s
+business.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from linkbench.config.plan import JobPlan
+from linkbench.config.schema import Config, PrecisionName
+from linkbench.files import METRICS_FILE, write_json
+from linkbench.parts import precision
+from linkbench.parts.data import Batches, make_batches
+from linkbench.parts.flops import FlopRate, peak_tflops
+from linkbench.parts.models import build_model
+from linkbench.parts.scaling import warmup_factor
+from linkbench.worker import checkpoint, probe
+from linkbench.worker.board import Board
+from linkbench.worker.rank import Rank, max_over_ranks, sum_over_ranks
+from linkbench.worker.stepper import Stepper
+from linkbench.worker.timing import WindowTimer
+
+log = logging.getLogger("linkbench")
+
+
+@dataclass
+class Window:
+    """A closed timing window: how many steps and how long they took."""
+
+    steps: int
+    ms: float
+
+    @property
+    def step_ms(self) -> float:
+        return self.ms / self.steps
+
+
+def summarize(
+    plan: JobPlan,
+    windows: list[Window],
+    timed_ms: float,
+    final_loss: float,
+    flops: FlopRate | None = None,
+) -> dict:
+    """Throughput, step-time statistics and (where FLOPs are known) MFU of the timed steps."""
+    timed_steps = sum(w.steps for w in windows)
+    metrics: dict[str, Any] = {"final_loss": final_loss, "timed_steps": timed_steps}
+    if timed_steps == 0:
+        return metrics
+    samples_per_sec = plan.global_batch * timed_steps / (timed_ms / 1e3)
+    per_window = [w.step_ms for w in windows]
+    metrics.update(
+        samples_per_sec=samples_per_sec,
+        samples_per_sec_per_device=samples_per_sec / plan.world_size,
+        step_time_ms=timed_ms / timed_steps,
+        step_time_ms_median=statistics.median(per_window),
+        step_time_ms_min=min(per_window),
+        step_time_ms_max=max(per_window),
+        timing_windows=len(windows),
+    )
+    if flops is not None:
+        metrics.update(flops.metrics(samples_per_sec / plan.world_size))
+    return metrics
+
+
+def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | None]:
+    """The rank's model in its execution mode, its batches, the step it starts after (0, or
+    the checkpoint's when resuming); rank 0 also gets the FLOPs of a sample."""
+    cfg, device = plan.config, me.device
+    torch.manual_seed(cfg.seed)
+    precision.configure_tf32(plan.precision == PrecisionName.tf32)
+    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    state = checkpoint.load(Path(plan.job_dir), device) if plan.resume_step is not None else None
+    start = state["data"] if state else None
+    batches = make_batches(cfg, cfg.batch, me, start)
+    model = build_model(cfg.model, batches.num_classes).to(device)
+    if cfg.model.channels_last and device.type == "cuda":
+        model = model.to(memory_format=torch.channels_last)
+    stepper = Stepper(plan, model, batches.stream, device)
+    if state:
+        checkpoint.restore(state, stepper, me)
+        log.info("resumed from the checkpoint of step %d", state["step"])
+    flops = None
+    if me.is_main and plan.flops_per_sample:
+        flops = FlopRate(plan.flops_per_sample, peak_tflops(device, plan.precision))
+    return stepper, batches, state["step"] if state else 0, flops
+
+
+class TrainingRun:
+    """One rank's pass over the job's steps: timing windows, logging steps, checkpoints."""
+
+    def __init__(self, plan: JobPlan, me: Rank, board: Board | None) -> None:
+        self.plan, self.me, self.board = plan, me, board
+        self.cfg = plan.config
+        self.stepper, self.batches, self.first, self.flops = _build(plan, me)
+        # The last untimed step: the untimed steps count again after a resume.
+        self.timed_from = self.first + self.cfg.untimed_steps
+        self.timer = WindowTimer(me.device)
+        self.windows: list[Window] = []
+        self.window_start = self.timed_from
+        self.loss_sum = torch.zeros((), device=me.device)
+        self.loss_count = 0
+        self.mean_loss = float("nan")
+        self.first_step_s: float | None = None
+        self.timeline: dict[str, float] = {}
+
+    def run(self) -> None:
+        """Every step from the first (or the checkpoint's next) to ``steps``."""
+        cfg, me = self.cfg, self.me
+        steps, log_every = cfg.steps, cfg.log_every
+        every = cfg.checkpoint.every_steps
+        crash_at = cfg.debug.crash_at_step if me.rank == cfg.debug.crash_rank else None
+        if self.timed_from == self.first:
+            self.timer.start()
+        started = time.perf_counter()
+        for done in range(self.first + 1, steps + 1):
+            if done == crash_at:
+                raise RuntimeError(f"debug.crash_at_step={done}: rank {me.rank} raises on purpose")
+            self.loss_sum += self.stepper.synced().float()
+            self.loss_count += 1
+            if done == self.first + 1 and self.timed_from > self.first:
+                # Untimed, so waiting here costs the measurement nothing; with compile=true or
+                # cuda_graphs=true this step holds the compilation or the eager DDP start.
+                _wait_for(me.device)
+                self.first_step_s = time.perf_counter() - started
+                self.timeline["first_step_done_at"] = time.time()
+            if done == self.timed_from:
+                self.timer.start()
+            if done % log_every == 0 or done == steps:
+                self._log_step(done)
+            if every and done % every == 0 and done < steps:
+                checkpoint.save(
+                    Path(self.plan.job_dir), self.stepper, done, self.batches.position, me
+                )
+                if done >= self.timed_from:
+                    self.timer.start()  # the next window opens after the save: not training
+
+    def _log_step(self, done: int) -> None:
+        """Close the timing window, check and all-reduce the loss, log (rank 0)."""
+        plan, cfg, me = self.plan, self.cfg, self.me
+        scalars = {"train/lr": plan.lr * warmup_factor(done - 1, cfg.scaling.lr_warmup_steps)}
+        if done > self.timed_from:
+            window = Window(done - self.window_start, self.timer.lap())
+            self.windows.append(window)
+            self.window_start = done
+            per_device = cfg.batch / (window.step_ms / 1e3)
+            scalars["perf/step_time_ms"] = window.step_ms
+            scalars["perf/samples_per_sec"] = per_device * plan.world_size
+            scalars["perf/samples_per_sec_per_device"] = per_device
+            if self.flops is not None and self.flops.peak_tflops:
+                scalars["perf/mfu"] = self.flops.metrics(per_device)["mfu"]
+        _check_finite(float(self.loss_sum), done - self.loss_count + 1, done, me.rank)
+        self.mean_loss = sum_over_ranks(self.loss_sum, me.device) / (
+            self.loss_count * me.world_size
+        )
+        scalars["train/loss"] = self.mean_loss
+        self.loss_sum.zero_()
+        self.loss_count = 0
+        if me.device.type == "cuda":
+            scalars["mem/max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
+        if self.board is not None:
+            self.board.scalars(done, scalars)
+            _log_progress(done, cfg.steps, scalars)
+            timed_ms = sum(w.ms for w in self.windows)
+            partial = summarize(plan, self.windows, timed_ms, self.mean_loss, self.flops)
+            write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
+
+    def metrics(self) -> dict[str, Any]:
+        """The timed steps' metrics (the slowest rank's time), then the communication probe."""
+        me = self.me
+        timed_ms = max_over_ranks(sum(w.ms for w in self.windows), me.device)
+        metrics = summarize(self.plan, self.windows, timed_ms, self.mean_loss, self.flops)
+        if self.first_step_s is not None:
+            metrics["first_step_s"] = self.first_step_s
+        if self.first:
+            metrics["resumed_from_step"] = self.first
+        if me.device.type == "cuda":
+            # Peak memory of the training steps, before the probe may capture a second graph.
+            metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
+        metrics.update(probe.measure(self.stepper, self.plan, me))
+        metrics["lr"] = self.plan.lr
+        return metrics
+
+
+def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+    """Run the job's steps on this rank; rank 0 returns the job's metrics and timeline."""
+    cfg = plan.config
+    run = TrainingRun(plan, me, board)
+    log.info(
+        "training %s on %d x %s (%s, %s%s), global batch %d, lr %.4g",
+        cfg.model.name, me.world_size, me.device.type, plan.backend, plan.precision,
+        execution_mode(cfg), plan.global_batch, plan.lr,
+    )  # fmt: skip
+    run.run()
+    metrics = run.metrics()
+    if board is None:
+        return {}
+    if "comm_exposed_ms" in metrics:
+        shown = ("comm_exposed_ms", "comm_fraction", "compute_step_ms")
+        board.scalars(cfg.steps, {f"perf/{key}": metrics[key] for key in shown})
+    return {"metrics": metrics, "timeline": run.timeline}
+
+
+def execution_mode(cfg: Config) -> str:
+    """The execution mode as the log line shows it (nothing for eager)."""
+    if cfg.compile:
+        return f", torch.compile {cfg.compile_mode}"
+    return ", CUDA graphs" if cfg.cuda_graphs else ""
+
+
+def _check_finite(loss_sum: float, first_step: int, last_step: int, rank: int) -> None:
+    """Stop the job on a non-finite loss (read where the host waits anyway: at logging)."""
+    if not math.isfinite(loss_sum):
+        steps = f"steps {first_step}-{last_step}" if first_step < last_step else f"step {last_step}"
+        raise FloatingPointError(
+            f"non-finite loss ({loss_sum}) in {steps} on rank {rank}; lower the learning rate "
+            "(base_lr), or use precision=bf16 or fp32."
+        )
+
+
+def _wait_for(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _log_progress(done: int, steps: int, scalars: dict[str, float]) -> None:
+    line = f"step {done}/{steps}  loss {scalars['train/loss']:.4f}  lr {scalars['train/lr']:.4g}"
+    if "perf/samples_per_sec" in scalars:
+        line += (
+            f"  {scalars['perf/samples_per_sec']:,.1f} samples/s"
+            f"  {scalars['perf/step_time_ms']:.2f} ms/step"
+        )
+    log.info(line)

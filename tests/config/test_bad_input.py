@@ -1,0 +1,173 @@
+"""Bad input, catalogued: every config key with wrong values, unusable paths, a busy port.
+
+(test_config.py holds the combinations of keys that cannot run together.)
+
+Each case asserts that the message names the key or the problem and that nothing runs; the
+command-line cases also assert a non-zero exit within a time limit (never a hang).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from linkbench.config.errors import ConfigError
+from linkbench.config.plan import Machine, make_plan
+from linkbench.config.schema import Config
+
+from ..conftest import QUICK, clean_env, load_result, run_cli
+
+CPU = Machine(cuda_devices=0)
+# Keys whose wrong values show only with another option chosen.
+CONTEXT = {
+    "model.vocab_size": ["model=gpt"],
+    "model.seq_len": ["model=gpt"],
+    "data.size": ["data=fake"],
+    "debug.crash_rank": ["debug.crash_at_step=1"],
+}
+ZERO_ALLOWED = {
+    "untimed_steps", "scaling.lr_warmup_steps", "model.weight_decay", "data.num_workers",
+    "task.no_sync_steps", "task.warmup_iters", "checkpoint.every_steps", "debug.crash_rank",
+}  # fmt: skip
+ANY_INTEGER = {"seed"}
+# Keys read by task=allreduce only.
+ALLREDUCE_KEYS = {
+    "task.min_bytes", "task.max_bytes", "task.size_factor", "task.warmup_iters", "task.iters",
+}  # fmt: skip
+
+
+def _leaves(node: dict, prefix: str = "") -> list[tuple[str, object]]:
+    out = []
+    for key, value in node.items():
+        if isinstance(value, dict) and key != "env":
+            out += _leaves(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+SCHEMA = _leaves(OmegaConf.to_container(OmegaConf.structured(Config)))
+NUMERIC = [k for k, v in SCHEMA if isinstance(v, (int, float)) and not isinstance(v, bool)]
+NUMERIC += ["devices", "task.max_bytes", "debug.crash_at_step", "base_lr"]  # null by default
+TYPED = [
+    k
+    for k, v in SCHEMA
+    if k not in ("base_lr", "model.arch") and (v is None or not isinstance(v, str))
+]
+
+
+def _context(key: str) -> list[str]:
+    return CONTEXT.get(key, []) + (["task=allreduce"] if key in ALLREDUCE_KEYS else [])
+
+
+def test_the_walk_covers_every_group():
+    prefixes = {key.split(".")[0] for key in NUMERIC}
+    assert {
+        "model", "data", "ddp", "comm_hook", "task", "scaling", "checkpoint", "debug"
+    } <= prefixes  # fmt: skip
+
+
+OUT_OF_RANGE = [
+    (key, value)
+    for key in sorted(set(NUMERIC) - ANY_INTEGER)
+    for value in (-5, 0)
+    if not (value == 0 and key in ZERO_ALLOWED)
+]
+
+
+@pytest.mark.parametrize(("key", "value"), OUT_OF_RANGE)
+def test_every_numeric_key_refuses_values_out_of_range(compose_config, tmp_path, key, value):
+    cfg = compose_config([*_context(key), f"{key}={value}"])
+    with pytest.raises(ConfigError) as error:
+        make_plan(cfg, str(tmp_path), [], CPU)
+    message = str(error.value)
+    assert key.split(".")[-1] in message, message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("key", sorted(TYPED))
+def test_every_key_refuses_a_value_of_the_wrong_type(compose_config, key):
+    if key in ("interconnect.env", "task.ops"):
+        value = "not-a-mapping" if key == "interconnect.env" else "[not_an_op]"
+    else:
+        value = "[1,2]" if key in ("data.root",) else "not-a-value"
+    with pytest.raises(ConfigCompositionException) as error:
+        compose_config([*_context(key), f"{key}={value}"])
+    assert key.split(".")[-1] in f"{error.value} {error.value.__cause__}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        (["task=allreduce", "task.dtype=float7"], "task.dtype=float7 is not one of"),
+        (["data=imagefolder", "data.root=/etc/hostname"], "is not a directory"),
+    ],
+)
+def test_string_keys_and_paths_are_checked(compose_config, tmp_path, overrides, words):
+    with pytest.raises(ConfigError) as error:
+        make_plan(compose_config(overrides), str(tmp_path), [], CPU)
+    assert words in str(error.value)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes any directory")
+def test_an_unreadable_data_folder_is_refused(compose_config, tmp_path):
+    root = tmp_path / "images"
+    (root / "cat").mkdir(parents=True)
+    root.chmod(0)
+    try:
+        with pytest.raises(ConfigError) as error:
+            make_plan(compose_config(["data=imagefolder", f"data.root={root}"]), "x", [], CPU)
+    finally:
+        root.chmod(0o755)
+    assert "cannot be read" in str(error.value)
+
+
+def _refused(args: list[str], words: str) -> subprocess.CompletedProcess:
+    started = time.monotonic()
+    done = run_cli(args, timeout=120)
+    assert done.returncode != 0
+    assert words in done.stderr, done.stderr[-2000:]
+    assert time.monotonic() - started < 60, "refusals are immediate"
+    return done
+
+
+def test_an_output_directory_inside_a_file_is_refused(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    _refused([f"hydra.run.dir={blocker}/job"], f"{blocker} is a file, not a directory")
+    _refused(["-m", "seed=1,2", f"hydra.sweep.dir={blocker}/sweep"], "hydra.sweep.dir=")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_a_read_only_output_directory_is_refused(tmp_path):
+    tmp_path.chmod(0o555)
+    try:
+        _refused([f"hydra.run.dir={tmp_path}/job"], "is not writable")
+    finally:
+        tmp_path.chmod(0o755)
+
+
+def test_a_busy_exported_port_and_paths_with_spaces_do_not_stop_a_job(tmp_path):
+    """Each job's rendezvous takes a free port of its own, whatever MASTER_PORT says."""
+    job = tmp_path / "a folder with spaces" / "job"
+    with socket.socket() as busy:
+        busy.bind(("localhost", 0))
+        busy.listen()
+        env = {**clean_env(), "MASTER_ADDR": "localhost", "MASTER_PORT": str(busy.getsockname()[1])}
+        done = run_cli([*QUICK, "task.no_sync_steps=0", f"hydra.run.dir={job}"], env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert load_result(job)["status"] == "completed"
+    assert (job / "rerun.yaml").is_file()
+
+
+def test_a_missing_experiment_lists_the_committed_ones(tmp_path):
+    done = _refused(["+experiment=nope", f"hydra.run.dir={tmp_path}"], "nope")
+    assert "nvlink_vs_pcie" in done.stderr
+    assert not Path(tmp_path / "result.json").exists()

@@ -1,0 +1,146 @@
+"""Every config option composes and plans; bad input is refused with one clear sentence."""
+
+from __future__ import annotations
+
+import pytest
+from hydra.errors import ConfigCompositionException, MissingConfigException
+
+from linkbench.config.errors import ConfigError
+from linkbench.config.plan import Machine, make_plan
+
+from ..conftest import CONF
+
+CPU = Machine(cuda_devices=0)
+ONE_GPU = Machine(cuda_devices=1)
+OPTIONS = sorted(
+    (group.name, option.stem)
+    for group in CONF.iterdir()
+    if group.is_dir()
+    for option in group.glob("*.yaml")
+)
+
+
+def extra_overrides(group: str, option: str, tmp_path) -> list[str]:
+    if (group, option) == ("data", "imagefolder"):
+        return [f"data.root={tmp_path}"]
+    if (group, option) == ("model", "custom"):
+        return ["model._target_=linkbench.parts.models.TinyCNN", "+model.kwargs.num_classes=10"]
+    if (group, option) == ("data", "cifar10"):
+        (tmp_path / "cifar-10-batches-py").mkdir()
+        return [f"data.root={tmp_path}"]
+    return []
+
+
+def test_every_group_has_options():
+    groups = {g for g, _ in OPTIONS}
+    assert groups >= {
+        "backend", "interconnect", "precision", "scaling", "model", "optimizer", "data", "ddp",
+        "comm_hook", "task",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS)
+def test_every_option_composes_and_plans(compose_config, tmp_path, group, option):
+    cfg = compose_config([f"{group}={option}", *extra_overrides(group, option, tmp_path)])
+    if "name" in cfg[group] and (group, option) not in {("model", "torchvision")}:
+        assert str(cfg[group].name) == option
+    machine = ONE_GPU if (group, option) in {("precision", "fp16"), ("backend", "nccl")} else CPU
+    plan = make_plan(cfg, str(tmp_path), [], machine)
+    assert plan.global_batch == cfg.batch * plan.world_size
+    assert plan.lr > 0
+
+
+def test_default_is_gloo_two_ranks_tiny_synthetic_on_cpu(compose_config, tmp_path):
+    plan = make_plan(compose_config(), str(tmp_path), [], CPU)
+    assert (plan.backend, plan.device_type, plan.world_size) == ("gloo", "cpu", 2)
+    assert plan.config.model.name == "tiny"
+    assert plan.config.data.name == "synthetic"
+
+
+def test_default_uses_nccl_on_every_gpu(compose_config, tmp_path):
+    plan = make_plan(compose_config(), str(tmp_path), [], Machine(cuda_devices=8))
+    assert (plan.backend, plan.device_type, plan.world_size) == ("nccl", "cuda", 8)
+    assert plan.global_batch == 8 * 32
+
+
+@pytest.mark.parametrize(
+    ("rule", "expected"), [("linear", 0.1 * 512 / 256), ("sqrt", 0.1 * 2**0.5), ("none", 0.1)]
+)
+def test_lr_scales_with_global_batch(compose_config, tmp_path, rule, expected):
+    cfg = compose_config([f"scaling={rule}", "batch=64", "base_lr=0.1"])
+    plan = make_plan(cfg, str(tmp_path), [], Machine(cuda_devices=8))
+    assert plan.lr == pytest.approx(expected)
+
+
+def test_tf32_on_cpu_falls_back_to_fp32_with_a_note(compose_config, tmp_path):
+    plan = make_plan(compose_config(["precision=tf32"]), str(tmp_path), [], CPU)
+    assert plan.precision == "fp32"
+    assert any("tf32" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "machine", "words"),
+    [
+        (["batch=0"], CPU, "batch=0"),
+        (["batch=-3"], CPU, "batch=-3"),
+        (["steps=0"], CPU, "steps=0"),
+        (["untimed_steps=100", "steps=100"], CPU, "untimed_steps=100"),
+        (["devices=0"], CPU, "devices=0"),
+        (["devices=2"], ONE_GPU, "devices=2 but only 1 CUDA GPU"),
+        (["backend=nccl"], CPU, "backend=nccl needs CUDA GPUs"),
+        (["precision=fp16"], CPU, "precision=fp16 needs a CUDA GPU"),
+        (["data=imagefolder"], CPU, "data.root is not set"),
+        (["data=imagefolder", "data.root=/nonexistent/x"], CPU, "data.root=/nonexistent/x"),
+        (["data=cifar10", "data.root=/nonexistent/x"], CPU, "cifar-10-batches-py"),
+        (["model=gpt", "data=fake"], CPU, "data=synthetic"),
+        (["model=vit_b_16", "data.image_size=100"], CPU, "multiple of 16"),
+        (["data=fake", "data.size=10"], CPU, "data.size=10"),
+        (["+stesp=3"], CPU, "unknown key stesp"),
+        (["model=custom"], CPU, "model._target_ is not set"),
+        (["interconnect=pcie", "interconnect.env.NCCL_NVLS_ENABLE=1"], ONE_GPU, "NCCL_NVLS_ENABLE"),
+        (["compile_mode=fast"], CPU, "compile_mode=fast is not one of default, reduce-overhead"),
+        (["compile=true", "untimed_steps=1"], CPU, "untimed_steps>=3 with compile=true"),
+        (["cuda_graphs=true", "untimed_steps=12"], CPU, "cuda_graphs=true needs a CUDA GPU"),
+        (["cuda_graphs=true", "compile=true"], ONE_GPU, "use one of them"),
+        (["cuda_graphs=true", "precision=fp16"], ONE_GPU, "GradScaler"),
+        (["cuda_graphs=true", "comm_hook=powersgd"], ONE_GPU, "comm_hook=powersgd"),
+        (["cuda_graphs=true", "ddp.find_unused_parameters=true"], ONE_GPU, "find_unused"),
+        (["cuda_graphs=true", "untimed_steps=11"], ONE_GPU, "set untimed_steps>=12"),
+        (["checkpoint.every_steps=15"], CPU, "multiple of log_every=10"),
+        (["checkpoint.every_steps=10", "repeats=2"], CPU, "set repeats=1"),
+        (["debug.crash_at_step=0"], CPU, "debug.crash_at_step=0 must be a step from 1"),
+        (["debug.crash_at_step=3", "debug.crash_rank=2"], CPU, "debug.crash_rank=2 must be"),
+        (["dist_timeout_s=0"], CPU, "dist_timeout_s=0.0 must be positive"),
+    ],
+)
+def test_bad_input_names_the_key(compose_config, tmp_path, overrides, machine, words):
+    with pytest.raises(ConfigError) as error:
+        make_plan(compose_config(overrides), str(tmp_path), [], machine)
+    message = str(error.value)
+    assert words in message
+    assert "\n" not in message
+
+
+def test_fast_paths_plan_on_a_gpu(compose_config, tmp_path):
+    cfg = compose_config(["cuda_graphs=true", "precision=bf16", "untimed_steps=12"])
+    assert make_plan(cfg, str(tmp_path), [], ONE_GPU).config.cuda_graphs is True
+    cfg = compose_config(["compile=true", "compile_mode=reduce-overhead"])
+    assert make_plan(cfg, str(tmp_path), [], ONE_GPU).config.compile_mode == "reduce-overhead"
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [("batch=abc", "batch"), ("comm_hook=zip", "comm_hook"), ("model.n_layers=2", "n_layers")],
+)
+def test_wrong_type_or_unknown_key_fails_at_composition(compose_config, override, words):
+    with pytest.raises(ConfigCompositionException) as error:
+        compose_config([override])
+    message = f"{error.value} {error.value.__cause__}"
+    assert words in message
+
+
+def test_unknown_option_lists_the_available_ones(compose_config):
+    with pytest.raises(MissingConfigException) as error:
+        compose_config(["model=nosuchmodel"])
+    assert "model/nosuchmodel" in str(error.value)
+    assert "resnet50" in str(error.value)

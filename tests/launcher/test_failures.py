@@ -1,0 +1,232 @@
+"""Failures: a crashing, killed or stopped rank ends its job promptly with a record, a
+sweep runs on past a failed job, and no process is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from linkbench.launcher.failures import first_failure
+
+from ..conftest import QUICK, REPO, clean_env, load_result, run_cli
+
+
+def _children(parent: int) -> list[tuple[int, bytes]]:
+    """(pid, command line) of the live children of ``parent``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            found.append((int(stat.parent.name), cmdline))
+    return found
+
+
+def _worker_pids(run_py: int) -> list[int]:
+    """PIDs of a job's workers: the children of run.py's multiprocessing forkserver."""
+    servers = [pid for pid, cmdline in _children(run_py) if b"forkserver" in cmdline]
+    return sorted(pid for server in servers for pid, _ in _children(server))
+
+
+def _start_long_job(job: Path) -> subprocess.Popen:
+    args = ["steps=100000", "untimed_steps=1", "log_every=1", "batch=2", f"hydra.run.dir={job}"]
+    return subprocess.Popen(
+        [sys.executable, "run.py", *args],
+        cwd=REPO,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_metrics(process: subprocess.Popen, job: Path, at_least_step: int = 3) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        partial = job / "metrics.json"
+        if partial.exists() and json.loads(partial.read_text())["step"] >= at_least_step:
+            return
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        time.sleep(0.2)
+    process.kill()
+    pytest.fail("the job never wrote metrics.json")
+
+
+def _gone(pids: list[int]) -> bool:
+    """No process in ``pids`` is alive any more (zombies count as gone)."""
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            return False
+    return True
+
+
+def _loss_steps(job: Path) -> list[int]:
+    events = EventAccumulator(str(job))
+    events.Reload()
+    return [e.step for e in events.Scalars("train/loss")]
+
+
+def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
+    job = tmp_path / "job"
+    process = _start_long_job(job)
+    try:
+        _wait_for_metrics(process, job)
+        workers = _worker_pids(process.pid)
+        assert len(workers) == 2
+        os.kill(workers[-1], signal.SIGKILL)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode != 0
+    result = load_result(job)
+    assert result["status"] == "failed"
+    assert result["failed_rank"] == 1
+    # The launcher reports the SIGKILL when it sees it first; otherwise the silence is the sign.
+    assert "rank 1 failed first: " in result["error"]
+    assert "SIGKILL" in result["error"] or "killed from outside" in result["error"]
+    assert result["metrics"]["timed_steps"] >= 2, "the steps measured before the failure are kept"
+    assert "rank 1 failed first" in stderr
+    assert _gone(workers)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_stopped_job_says_so_flushes_tensorboard_and_leaves_no_process(tmp_path, signum):
+    job = tmp_path / "job"
+    process = _start_long_job(job)
+    try:
+        _wait_for_metrics(process, job)
+        workers = _worker_pids(process.pid)
+        server = [pid for pid, cmd in _children(process.pid) if b"forkserver" in cmd]
+        stopped_at = time.monotonic()
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert time.monotonic() - stopped_at < 40, "every rank stops promptly"
+    assert process.returncode != 0
+    result = load_result(job)
+    assert result["status"] == "interrupted"
+    assert result["metrics"]["timed_steps"] >= 2
+    assert max(_loss_steps(job)) >= 3, "rank 0's TensorBoard events were flushed"
+    assert _gone(workers + server)
+    if signum == signal.SIGTERM:
+        assert "stopped by SIGTERM" in stderr and "Traceback" not in stderr
+
+
+def test_a_crashing_rank_fails_its_job_and_the_sweep_runs_on(tmp_path):
+    crash = ["debug.crash_rank=1", "steps=8", "log_every=2", "untimed_steps=2", "batch=4"]
+    args = ["-m", "debug.crash_at_step=5,null", *crash, f"hydra.sweep.dir={tmp_path}"]
+    done = run_cli(args, timeout=240)
+    assert done.returncode != 0, "a sweep with a failed job exits non-zero"
+    crashed = load_result(next(tmp_path.glob("*debug.crash_at_step=5,*")))
+    assert crashed["status"] == "failed"
+    assert crashed["failed_rank"] == 1
+    assert "rank 1 failed first: RuntimeError: debug.crash_at_step=5" in crashed["error"]
+    assert crashed["metrics"]["timed_steps"] >= 2
+    assert load_result(next(tmp_path.glob("*debug.crash_at_step=null,*")))["status"] == "completed"
+    assert "rank 1 failed first" in done.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert "2 jobs, 1 completed" in summary and "| failed |" in summary
+
+
+def test_non_finite_loss_stops_the_job_naming_step_and_rank(tmp_path):
+    gpt = [
+        "model=gpt",
+        "model.kwargs.n_layer=1",
+        "model.kwargs.d_model=32",
+        "model.kwargs.n_head=2",
+    ]
+    gpt += ["model.seq_len=16", "model.vocab_size=64", "base_lr=1e30"]
+    done = run_cli([*gpt, *QUICK, f"hydra.run.dir={tmp_path}"])
+    assert done.returncode != 0
+    result = load_result(tmp_path)
+    assert result["status"] == "failed"
+    assert "non-finite loss (nan) in steps 1-2 on rank" in result["error"]
+
+
+class _Exit:
+    def __init__(self, exitcode: int) -> None:
+        self.exitcode = exitcode
+
+
+@pytest.mark.parametrize(
+    ("files", "failures", "after_s", "expected"),
+    [
+        # rank 1 raised first; rank 0 then lost its peer.
+        ({0: (2.0, False), 1: (1.0, False)}, {0: 1}, 1, (1, "own error 1")),
+        # rank 2 was killed with SIGKILL from outside; the others lost it, or were stopped.
+        ({0: (1.0, False), 1: (1.1, True)}, {0: 1, 2: -9}, 1, (2, "killed by SIGKILL")),
+        # rank 2 vanished without a word before the launcher could have killed it.
+        ({0: (1.0, False), 1: (1.2, True)}, {0: 1, 2: 0}, 5, (2, "killed from outside")),
+        # past the launcher's grace period a silent rank may be one the launcher killed.
+        ({0: (1.0, False), 1: (1.2, True)}, {0: 1, 2: -9}, 60, (0, "own error 0")),
+        # nobody recorded anything: the lowest failed rank, with its exit code.
+        ({}, {1: 1, 0: 1}, 1, (0, "exit code 1 before it could record")),
+    ],
+)
+def test_first_failure_orders_the_ranks(tmp_path, files, failures, after_s, expected):
+    for rank, (at, stopped) in files.items():
+        record = {"time": at, "error": f"own error {rank}", "stopped": stopped}
+        (tmp_path / f"failure.rank{rank}.json").write_text(json.dumps(record))
+    exits = {rank: _Exit(code) for rank, code in failures.items()}
+    world_size = max([*files, *failures]) + 1
+    rank, reason = first_failure(exits, tmp_path, world_size, ended_at=1.0 + after_s)
+    assert rank == expected[0]
+    assert expected[1] in reason
+
+
+def test_resume_continues_a_crashed_job_from_its_checkpoint(tmp_path):
+    """The resumed job ends exactly where an uninterrupted one does, and its TensorBoard
+    curve continues at the checkpoint's step. The DataLoader's data (5 batches per rank and
+    epoch) puts the checkpoint inside the second epoch, so the data position is restored."""
+    job = ["steps=12", "log_every=2", "untimed_steps=2", "batch=4", "checkpoint.every_steps=6"]
+    job += ["task.no_sync_steps=0", "data=fake", "data.size=40", "data.num_workers=0"]
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    assert run_cli([*job, f"hydra.run.dir={whole}"]).returncode == 0
+    crashed = run_cli([*job, "debug.crash_at_step=9", f"hydra.run.dir={resumed}"])
+    assert crashed.returncode != 0
+    assert json.loads((resumed / "checkpoint.json").read_text())["step"] == 6
+    done = run_cli([*job, "resume=true", f"hydra.run.dir={resumed}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "continues from its checkpoint of step 6" in done.stdout + done.stderr
+    assert "raises on purpose" not in done.stderr, "the killed run's log is kept aside"
+    assert (resumed / "logs" / "previous1" / "rank0.stderr.log").is_file()
+    result = load_result(resumed)
+    assert result["status"] == "completed"
+    assert result["metrics"]["resumed_from_step"] == 6
+    assert result["metrics"]["final_loss"] == load_result(whole)["metrics"]["final_loss"]
+    assert _loss_steps(resumed) == [2, 4, 6, 8, 10, 12]
+
+
+def test_resume_over_a_damaged_checkpoint_starts_over_and_keeps_it_aside(tmp_path):
+    job = ["steps=8", "log_every=2", "untimed_steps=2", "batch=4", "checkpoint.every_steps=4"]
+    job += ["task.no_sync_steps=0", f"hydra.run.dir={tmp_path}"]
+    crashed = run_cli([*job, "debug.crash_at_step=7"])
+    assert crashed.returncode != 0
+    saved = tmp_path / "checkpoint.pt"
+    saved.write_bytes(saved.read_bytes()[:1000])  # a disk that filled up, a copy cut short
+    done = run_cli([*job, "resume=true"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    console = done.stdout + done.stderr
+    assert "checkpoint.pt is damaged" in console and "starts over from step 0" in console
+    assert "Traceback" not in console
+    assert (tmp_path / "checkpoint.pt.damaged").stat().st_size == 1000
+    result = load_result(tmp_path)
+    assert result["status"] == "completed"
+    assert "resumed_from_step" not in result["metrics"]
+    assert any("damaged" in note for note in result["notes"])

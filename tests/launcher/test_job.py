@@ -1,0 +1,136 @@
+"""Real jobs through `python run.py`: 2-rank gloo training, a 2x2 sweep, failures, bad input."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+
+from linkbench.launcher.hparams import FINAL_METRICS
+
+from ..conftest import QUICK, load_result, run_cli
+
+EXPECTED_SCALARS = {
+    "train/loss",
+    "train/lr",
+    "perf/samples_per_sec",
+    "perf/samples_per_sec_per_device",
+    "perf/step_time_ms",
+}
+
+
+def event_dirs(root: Path) -> set[Path]:
+    return {p.parent for p in root.rglob("events.out.tfevents.*")}
+
+
+def hparams_of_run(job_dir: Path) -> tuple[set[str], int]:
+    """(hparam names, session end status) of this run's HParams session."""
+    events = EventAccumulator(str(job_dir))
+    events.Reload()
+    content = events.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"])
+    return set(start.session_start_info.hparams), end.session_end_info.status
+
+
+def test_default_job_trains_two_gloo_ranks_and_logs_everything(default_job):
+    job, done = default_job.path, default_job.done
+    result = load_result(job)
+    assert result["status"] == "completed"
+    assert (result["world_size"], result["backend"], result["interconnect"]) == (2, "gloo", "auto")
+    assert result["overrides"] == [*QUICK, "repeats=2", "task.no_sync_steps=3"]
+    metrics = result["metrics"]
+    assert metrics["timed_steps"] == 4
+    assert metrics["samples_per_sec"] > 0
+    assert metrics["samples_per_sec_per_device"] == pytest.approx(metrics["samples_per_sec"] / 2)
+    assert metrics["step_time_ms"] > 0
+    assert metrics["final_loss"] == pytest.approx(metrics["final_loss"])  # not NaN
+    # Two fresh runs of the measurement; the headline is their median.
+    runs = [m["samples_per_sec"] for m in result["repeat_metrics"]]
+    assert len(runs) == 2 and metrics["samples_per_sec"] == pytest.approx(sum(runs) / 2)
+    # TensorBoard: one run (the job directory itself), with the scalars, config and hparams.
+    assert event_dirs(job.parent) == {job}
+    events = EventAccumulator(str(job))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) >= EXPECTED_SCALARS
+    assert [e.step for e in events.Scalars("perf/step_time_ms")] == [4, 6]  # first run only
+    assert [e.step for e in events.Scalars("repeats/samples_per_sec")] == [0, 1]
+    assert "config/text_summary" in events.Tags()["tensors"]
+    names, status = hparams_of_run(job)
+    assert {"backend", "interconnect", "batch", "global_batch", "precision", "lr"} <= names
+    assert status == api_pb2.STATUS_SUCCESS
+    assert set(events.Tags()["scalars"]) >= set(FINAL_METRICS.values()) - {
+        "final/mfu", "final/busbw_gbps_peak"
+    }  # fmt: skip
+    # Per-rank logs in the job directory (later runs in logs/repeat<N>); rank 0 on the console.
+    for logs in (job / "logs", job / "logs" / "repeat1"):
+        assert {p.name for p in logs.iterdir()} >= {
+            "rank0.stderr.log",
+            "rank1.stderr.log",
+            "rank0.stdout.log",
+            "rank1.stdout.log",
+        }
+    assert "step 6/6" in (job / "logs" / "rank0.stderr.log").read_text()
+    console = done.stdout + done.stderr
+    assert "[rank0]" in console and "[rank1]" not in console
+
+
+def test_sweep_runs_each_job_in_its_own_directory_with_its_own_env(cpu_sweep):
+    sweep = cpu_sweep.path
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert [p.name for p in jobs] == [
+        "batch=16,interconnect=nvlink,repeats=1",
+        "batch=16,interconnect=pcie,repeats=1",
+        "batch=8,interconnect=nvlink,repeats=1",
+        "batch=8,interconnect=pcie,repeats=1",
+    ]
+    assert event_dirs(sweep) == set(jobs)
+    hparam_names = set()
+    for job in jobs:
+        result = load_result(job)
+        assert result["status"] == "completed"
+        arm = result["interconnect"]
+        assert f"interconnect={arm}" in job.name
+        seen = result["worker_nccl_env"]
+        assert result["env_inherited_nccl"] == {"NCCL_DEBUG": "WARN"}
+        assert seen["NCCL_DEBUG"] == "WARN"  # the user's own NCCL_DEBUG is left alone
+        if arm == "pcie":
+            assert result["env"] == {"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+            assert result["env_replaced"] == {"NCCL_P2P_DISABLE": "0"}  # reported, then replaced
+            assert seen == result["env"] | {"NCCL_DEBUG": "WARN"}
+        else:
+            # nvlink ran after pcie in this process: nothing of pcie's may be left behind.
+            assert result["env"] == {"NCCL_P2P_DISABLE": "0"}
+            assert result["env_replaced"] == {}
+            assert seen == {"NCCL_P2P_DISABLE": "0", "NCCL_DEBUG": "WARN"}
+        assert any("no effect on backend=gloo" in note for note in result["notes"])
+        assert result["transport"]["transport"] == "gloo"
+        assert result["transport"]["verified"] is None
+        hparam_names.add(frozenset(hparams_of_run(job)[0]))
+    assert len(hparam_names) == 1, "every job of a sweep logs the same hparam keys"
+    assert "NCCL_P2P_DISABLE=0 exported in the environment is replaced" in cpu_sweep.done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["batch=0"], "batch=0 must be a positive per-device batch"),
+        (["backend=nccl"], "backend=nccl needs CUDA GPUs"),
+        (["data=cifar10"], "data.root is not set"),
+        (["model=nosuchmodel"], "Could not find 'model/nosuchmodel'"),
+        (["steps=ten"], "could not be converted to Integer"),
+    ],
+)
+def test_bad_input_exits_nonzero_with_one_sentence_and_no_worker(tmp_path, args, words):
+    started = time.monotonic()
+    done = run_cli([*args, f"hydra.run.dir={tmp_path}"], timeout=60)
+    assert done.returncode != 0
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "logs").exists(), "no worker may start on bad input"
+    assert time.monotonic() - started < 60
+    if (tmp_path / "result.json").exists():
+        assert load_result(tmp_path)["status"] == "failed"

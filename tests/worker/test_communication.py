@@ -1,0 +1,162 @@
+"""Collective bandwidth, exposed communication, topology warnings and the N-GPU projection."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from linkbench.analysis.projection import LINKS, inputs_from_result, project, ring_allreduce_ms
+from linkbench.link.topology import gpu_topology, link_warnings
+from linkbench.worker.collectives import bandwidths_gbps, message_sizes
+
+from ..conftest import run_cli
+
+
+def test_busbw_follows_nccl_tests_definitions():
+    # 1 GB in 10 ms: algbw 100 GB/s; all_reduce on 8 ranks: x 2*7/8; all_gather: x 7/8.
+    assert bandwidths_gbps("all_reduce", 10**9, 0.01, 8) == pytest.approx((100.0, 175.0))
+    assert bandwidths_gbps("all_gather", 10**9, 0.01, 8) == pytest.approx((100.0, 87.5))
+    assert bandwidths_gbps("reduce_scatter", 10**9, 0.01, 2) == pytest.approx((100.0, 50.0))
+
+
+def test_message_sizes_double_from_min_to_max():
+    assert message_sizes(1024, 8192, 2) == [1024, 2048, 4096, 8192]
+    assert message_sizes(1024, 1 << 30, 2)[-1] == 1 << 30
+    assert len(message_sizes(1024, 1 << 30, 2)) == 21
+
+
+def test_allreduce_task_on_four_gloo_ranks(tmp_path):
+    args = ["task=allreduce", "devices=4", "task.max_bytes=16384", "task.iters=3"]
+    done = run_cli([*args, "task.warmup_iters=1", f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert (result["status"], result["task"], result["world_size"]) == ("completed", "allreduce", 4)
+    with (tmp_path / "collectives.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["op"] for r in rows} == {"all_reduce", "all_gather", "reduce_scatter"}
+    assert [int(r["bytes"]) for r in rows if r["op"] == "all_reduce"] == [
+        1024,
+        2048,
+        4096,
+        8192,
+        16384,
+    ]
+    for r in rows:
+        factor = 2 * 3 / 4 if r["op"] == "all_reduce" else 3 / 4
+        assert float(r["busbw_gbps"]) == pytest.approx(float(r["algbw_gbps"]) * factor, rel=1e-6)
+    peak = max(float(r["busbw_gbps"]) for r in rows if r["op"] == "all_reduce")
+    assert result["metrics"]["busbw_gbps_peak"] == pytest.approx(peak)
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    points = events.Scalars("collectives/all_reduce/busbw_gbps")
+    assert [p.step for p in points] == [10, 11, 12, 13, 14]  # log2 of the message bytes
+    assert "all_reduce" in done.stdout and "busbw" in done.stdout  # the console table
+
+
+def test_training_job_measures_exposed_communication(default_job):
+    job = default_job.path
+    result = json.loads((job / "result.json").read_text())
+    m = result["metrics"]  # medians of the two runs
+    assert 0 <= m["comm_fraction"] <= 1
+    assert m["grad_bytes"] == 4 * (
+        3 * 16 * 9 + 16 + 2 * 16 + 16 * 32 * 9 + 32 + 2 * 32 + 32 * 10 + 10
+    )
+    assert m["ddp_backward_comm_ms"] > 0
+    assert result["transport"]["transport"] == "gloo" and result["transport"]["verified"] is None
+    for run in result["repeat_metrics"]:
+        assert run["comm_exposed_ms"] == pytest.approx(
+            run["synced_step_ms"] - run["compute_step_ms"]
+        )
+    events = EventAccumulator(str(job))
+    events.Reload()
+    assert {"perf/comm_exposed_ms", "perf/comm_fraction"} <= set(events.Tags()["scalars"])
+    manifest = json.loads((job / "manifest.json").read_text())
+    assert manifest["versions"]["torch"] and manifest["topology"]["available"] is False
+    assert "hardware/text_summary" in events.Tags()["tensors"]
+
+
+def _topology(names, nvlink_pairs):
+    gpus = [{"name": n} for n in names]
+    pairs = [
+        {"ranks": [i, j], "nvlink": (i, j) in nvlink_pairs, "pcie_path": "PHB (PCIe host bridge)"}
+        for i in range(len(names))
+        for j in range(i + 1, len(names))
+    ]
+    return {"available": True, "gpus": gpus, "pairs": pairs}
+
+
+def test_nvlink_arm_warns_about_pairs_without_nvlink():
+    topology = _topology(["H200"] * 3, {(0, 1)})
+    (warning,) = link_warnings(topology, "nvlink")
+    assert "0-2" in warning and "1-2" in warning and "0-1" not in warning
+    assert link_warnings(topology, "pcie") == []
+    assert link_warnings(_topology(["H200"] * 2, {(0, 1)}), "nvlink") == []
+
+
+def test_mixed_gpu_models_warn_on_every_arm():
+    (warning,) = link_warnings(_topology(["H200", "A100"], {(0, 1)}), "pcie")
+    assert "different models" in warning
+
+
+def test_no_nvml_is_reported_not_raised():
+    topology = gpu_topology(["GPU-00000000-0000-0000-0000-000000000000"])
+    assert topology["available"] is False and "NVML" in topology["reason"]
+
+
+RESULT = {
+    "task": "train",
+    "model": "resnet50",
+    "batch": 32,
+    "precision": "bf16",
+    "world_size": 2,
+    "device_type": "cuda",
+    "metrics": {
+        "compute_step_ms": 100.0,
+        "grad_bytes": 100_000_000,
+        "comm_bytes_per_step": 100_000_000,
+        "ddp_backward_comm_ms": 10.0,
+        "ddp_comm_overlap_ms": 5.0,
+        "ddp_backward_compute_ms": 60.0,
+    },
+}
+
+
+def test_projection_uses_the_ring_cost_and_measured_overlap():
+    inputs = inputs_from_result(RESULT)
+    assert inputs["overlap_fraction"] == pytest.approx(0.5)
+    pcie4 = next(link for link in LINKS if link.name == "pcie4")
+    # 8 GPUs: 14 x 5 us + 14/8 x 1e8 B / 25e9 B/s = 0.07 ms + 7 ms.
+    assert ring_allreduce_ms(8, 1e8, pcie4) == pytest.approx(7.07)
+    p = project(inputs, 8, pcie4)
+    assert p["step_ms"] == pytest.approx(100 + 7.07 / 2)
+    assert p["efficiency"] == pytest.approx(100 / (100 + 7.07 / 2))
+    assert project(inputs, 1, pcie4)["efficiency"] == 1.0
+
+
+def test_project_command_prints_a_table(tmp_path):
+    (tmp_path / "result.json").write_text(json.dumps(RESULT))
+    done = subprocess.run(
+        [sys.executable, "-m", "linkbench.project", str(tmp_path), "--gpus", "8,64"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "N=64" in done.stdout and "nvlink4" in done.stdout and "Assumptions" in done.stdout
+
+
+def test_project_command_explains_a_job_it_cannot_use(tmp_path):
+    (tmp_path / "result.json").write_text(json.dumps({"task": "allreduce", "metrics": {}}))
+    done = subprocess.run(
+        [sys.executable, "-m", "linkbench.project", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "no_sync_steps" in done.stderr
