@@ -28,6 +28,7 @@ test-gpu: $(BIN)/linkbench-installed
 lint: $(BIN)/linkbench-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(BIN)/linkbench-installed
 	$(BIN)/ruff check --fix .

@@ -41,7 +41,7 @@ def _workload(model: str, batch: int, precision: str, steps: int, warmup: int) -
     if model.startswith("resnet"):
         plain.append("--channels-last")  # what linkbench's resnet configs use on GPU
     ours = [f"model={model}", f"batch={batch}", f"precision={precision}", f"steps={steps}"]
-    ours += [f"warmup_steps={warmup}", "task.no_sync_steps=0"]  # the same work as plain
+    ours += [f"untimed_steps={warmup}", "task.no_sync_steps=0"]  # the same work as plain
     return plain, ours
 
 
@@ -121,7 +121,7 @@ def time_sweep(workdir: Path, jobs: int = 4) -> dict:
     """A CPU sweep of ``jobs`` short jobs: wall time and linkbench's per-job overhead."""
     seeds = ",".join(str(s) for s in range(jobs))
     command = [sys.executable, str(ROOT / "run.py"), "-m", f"seed={seeds}", "steps=50"]
-    command += ["warmup_steps=10", f"hydra.sweep.dir={workdir}", "hydra/job_logging=disabled"]
+    command += ["untimed_steps=10", f"hydra.sweep.dir={workdir}", "hydra/job_logging=disabled"]
     started = time.time()
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     wall_s = time.time() - started

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -205,9 +206,9 @@ def test_two_sweeps_started_in_the_same_second_get_their_own_directories(tmp_pat
     assert len(sweeps) == 2
 
 
-def test_resume_skips_completed_jobs_and_reruns_the_rest(cpu_sweep):
-    """Runs last: it reruns one job of the shared sweep."""
-    sweep = cpu_sweep.path
+def test_resume_skips_completed_jobs_and_reruns_the_rest(cpu_sweep, tmp_path):
+    sweep = tmp_path / "sweep"  # a copy: the shared sweep stays as its other tests expect
+    shutil.copytree(cpu_sweep.path, sweep)
     done_job = sweep / "batch=8,interconnect=nvlink,repeats=1"
     redo_job = sweep / "batch=8,interconnect=pcie,repeats=1"
     kept = (done_job / "result.json").read_text()

@@ -144,3 +144,27 @@ def test_unknown_option_lists_the_available_ones(compose_config):
         compose_config(["model=nosuchmodel"])
     assert "model/nosuchmodel" in str(error.value)
     assert "resnet50" in str(error.value)
+
+
+def test_more_cpu_ranks_than_cores_are_warned_about(compose_config, tmp_path):
+    two_cores = Machine(cuda_devices=0, cpu_cores=2)
+    plan = make_plan(compose_config(["devices=64"]), str(tmp_path), [], two_cores)
+    assert plan.world_size == 64
+    assert any("devices=64 CPU ranks share 2 cores" in note for note in plan.notes)
+    plan = make_plan(compose_config(["devices=2"]), str(tmp_path), [], two_cores)
+    assert not any("cores" in note for note in plan.notes)
+
+
+def test_the_old_name_of_untimed_steps_still_works_and_says_so(compose_config, tmp_path):
+    plan = make_plan(compose_config(["warmup_steps=3"]), str(tmp_path), [], CPU)
+    assert plan.config.untimed_steps == 3
+    assert any("old name of untimed_steps" in note for note in plan.notes)
+
+
+def test_the_typed_plan_survives_pickling_for_spawned_workers(compose_config, tmp_path):
+    import pickle
+
+    plan = make_plan(compose_config(["model=gpt"]), str(tmp_path), [], CPU)
+    again = pickle.loads(pickle.dumps(plan))
+    assert again == plan
+    assert again.config.model.kwargs["n_layer"] == 4

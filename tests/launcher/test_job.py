@@ -11,7 +11,7 @@ from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from linkbench.launcher.hparams import FINAL_METRICS
 
-from ..conftest import QUICK, load_result, run_cli
+from ..conftest import QUICK, clean_env, load_result, run_cli
 
 EXPECTED_SCALARS = {
     "train/loss",
@@ -134,3 +134,46 @@ def test_bad_input_exits_nonzero_with_one_sentence_and_no_worker(tmp_path, args,
     assert time.monotonic() - started < 60
     if (tmp_path / "result.json").exists():
         assert load_result(tmp_path)["status"] == "failed"
+
+
+OUTSIDE_MODEL = '''
+import torch
+from torch import nn
+
+
+class WideMLP(nn.Module):
+    """A model linkbench has never seen, in a package of the user's own."""
+
+    def __init__(self, width: int, num_classes: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.LazyLinear(width), nn.ReLU(),
+                                 nn.Linear(width, num_classes))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.net(images)
+'''
+
+
+def test_a_model_from_outside_the_package_trains_from_one_yaml_file(tmp_path):
+    package = tmp_path / "lab" / "my_models"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "mlp.py").write_text(OUTSIDE_MODEL)
+    conf = tmp_path / "conf" / "model"
+    conf.mkdir(parents=True)
+    (conf / "wide_mlp.yaml").write_text(
+        "name: wide_mlp\n_target_: my_models.mlp.WideMLP\n"
+        "kwargs: {width: 64, num_classes: 7}\ninput: image\nimage_size: 8\nnum_classes: 7\n"
+        "base_lr: 0.05\n"
+    )
+    job = tmp_path / "job"
+    env = clean_env() | {"PYTHONPATH": str(tmp_path / "lab")}
+    args = ["--config-dir", str(tmp_path / "conf"), "model=wide_mlp", *QUICK]
+    done = run_cli([*args, f"hydra.run.dir={job}"], env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(job)
+    assert (result["status"], result["model"]) == ("completed", "wide_mlp")
+    assert result["metrics"]["final_loss"] > 0
+    assert result["metrics"]["flops_per_sample"] > 0
+    rerun = (job / "rerun.yaml").read_text()
+    assert "my_models.mlp.WideMLP" in rerun

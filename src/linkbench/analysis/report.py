@@ -38,7 +38,7 @@ class Config:
 
     def runs(self) -> list[dict[str, Any]]:
         """Every repeat's metrics, of every completed job."""
-        out = []
+        out: list[dict[str, Any]] = []
         for job in self.jobs:
             if job.get("status") == "completed":
                 out += job.get("repeat_metrics") or [job["metrics"]]

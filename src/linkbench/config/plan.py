@@ -126,7 +126,7 @@ def typed_to_plain(config: Config) -> dict[str, Any]:
     """A Config as plain YAML-able data (enums as their names)."""
     plain = OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
     assert isinstance(plain, dict)
-    return plain
+    return {str(key): value for key, value in plain.items()}
 
 
 def _unknown_keys(node: Any, schema: type, prefix: str = "") -> list[str]:

@@ -98,8 +98,10 @@ def write_job_summary(
     writer = SummaryWriter(log_dir=plan.job_dir)
     try:
         session = summary_v2.hparams_pb(hparams_of(plan), trial_id=plan.job_dir)
+        file_writer = writer.file_writer
+        assert file_writer is not None  # SummaryWriter opens it in its constructor
         for summary in (session, session_end_pb(completed)):
-            writer.file_writer.add_summary(summary)
+            file_writer.add_summary(summary)
         writer.add_custom_scalars(CUSTOM_SCALARS)
         for key, tag in FINAL_METRICS.items():
             if isinstance(metrics.get(key), (int, float)):

@@ -3,10 +3,9 @@
 Every Hydra job gets its own fresh world: ``nproc_per_node`` processes, a c10d rendezvous on
 localhost with a free port, no restarts. Workers start with the forkserver method from a
 server that has imported torch and linkbench once per sweep (it never touches CUDA), so
-a job does not pay a torch import per rank: on a 2-core CPU machine that cut the time
-outside a job's task from about 4.6 s to under 1 s after the sweep's first job. The command line is
-never re-run per rank. Each rank's stdout and stderr go to ``<job>/logs/rank<N>.std{out,err}.log``;
-rank 0's are also shown on the console.
+a job does not pay a torch import per rank (benchmarks/RESULTS.md has the time it saves).
+The command line is never re-run per rank. Each rank's stdout and stderr go to
+``<job>/logs/rank<N>.std{out,err}.log``; rank 0's are also shown on the console.
 
 Under an outside launcher (torchrun, or SLURM tasks through submitit) this process is one
 rank of a world already started: :func:`launch` runs the worker in place instead.
@@ -22,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from hydra.types import RunMode
-from omegaconf import DictConfig
 from torch.distributed.elastic.multiprocessing import Std
 from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -32,7 +30,7 @@ from linkbench.config.plan import JobPlan
 from linkbench.worker.main import worker_main
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
-# imports torch._dynamo (about 1.7 s on a 2-core machine).
+# imports torch._dynamo, which takes seconds on its own.
 PRELOAD = ["torch", "torch._dynamo", "linkbench.worker.main"]
 
 
@@ -134,7 +132,7 @@ def export_slurm_world() -> None:
         TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
 
 
-def check_outside_launch(hydra_cfg: DictConfig, environ: dict[str, str]) -> None:
+def check_outside_launch(hydra_cfg: Any, environ: dict[str, str]) -> None:
     """Under torchrun every rank runs run.py: they must agree on one job and its directory."""
     if "TORCHELASTIC_RUN_ID" not in environ:
         return  # SLURM tasks of a submitit job share the directory Hydra gave the job

@@ -79,8 +79,9 @@ def median_metrics(runs: list[dict[str, Any]]) -> dict[str, Any]:
     merged = dict(runs[0])
     for key, value in merged.items():
         values = [m.get(key) for m in runs]
-        if isinstance(value, (int, float)) and all(isinstance(v, (int, float)) for v in values):
-            merged[key] = statistics.median(values)
+        numbers = [v for v in values if isinstance(v, (int, float))]
+        if isinstance(value, (int, float)) and len(numbers) == len(values):
+            merged[key] = statistics.median(numbers)
     return merged
 
 

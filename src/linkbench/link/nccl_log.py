@@ -85,8 +85,7 @@ def parse_lines(lines: Iterable[str]) -> dict[str, Any]:
 
 def parse_files(paths: Iterable[str | Path]) -> dict[str, Any]:
     """Summarise the NCCL lines in these files (missing files are skipped)."""
-    paths = [Path(p) for p in paths]
-    read = [p for p in paths if p.is_file()]
+    read = [Path(p) for p in paths if Path(p).is_file()]
 
     def lines() -> Iterable[str]:
         for path in read:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from linkbench.config.schema import ModelConfig
-from linkbench.parts.models import build_model, example_inputs
+from linkbench.parts.models import COUNTED_SAMPLES, build_model, example_inputs
 
 # TFLOP/s per device: NVIDIA H200, H100 (SXM5, PCIe) and A100 datasheets, and the L40S's.
 PEAK_TFLOPS: dict[str, dict[str, float]] = {
@@ -30,8 +30,6 @@ PEAK_TFLOPS: dict[str, dict[str, float]] = {
     "A100": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5},
     "L40S": {"bf16": 362.05, "fp16": 362.05, "tf32": 183.0, "fp32": 91.6},
 }
-# Samples counted at once (see the module's docstring).
-COUNTED_SAMPLES = 2
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import hydra.utils
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from linkbench.config.schema import ModelConfig
 
@@ -110,6 +111,21 @@ def build_model(model: ModelConfig, num_classes: int | None = None) -> nn.Module
         raise TypeError(f"model._target_={model._target_} made a {type(built).__name__}, "
                         "not a torch.nn.Module")  # fmt: skip
     return built
+
+
+def materialize(net: nn.Module, model: ModelConfig, image_size: int) -> nn.Module:
+    """Initialise a model's lazy parameters (``nn.LazyLinear`` ...) with one forward pass of
+    example inputs on the model's device, as DDP needs every parameter's shape."""
+    if any(is_lazy(p) for p in net.parameters()):
+        device = next(net.parameters()).device
+        with torch.no_grad(), torch.device(device):
+            net(example_inputs(model, COUNTED_SAMPLES, image_size))
+    return net
+
+
+# Samples in an example batch (two, so BatchNorm in training mode sees more than one value
+# per channel even where a feature map is 1x1).
+COUNTED_SAMPLES = 2
 
 
 def example_inputs(model: ModelConfig, batch: int, image_size: int) -> torch.Tensor:

@@ -38,7 +38,7 @@ def build_optimizer(
         {"_target_": optimizer._target_, "_partial_": True, **optimizer.kwargs}
     )
     cls = hydra.utils.get_class(optimizer._target_)
-    accepts = inspect.signature(cls.__init__).parameters
+    accepts = inspect.signature(cls).parameters
     extra: dict[str, object] = {}
     if "fused" in accepts and device.type == "cuda":
         safe = not (grad_scaler and issubclass(cls, torch.optim.SGD))

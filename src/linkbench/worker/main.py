@@ -79,14 +79,15 @@ def describe_hardware(plan: JobPlan, me: Rank) -> dict[str, Any] | None:
         return None
     uuids = [p["uuid"] for p in everyone if p["host"] == mine["host"] and p["uuid"]]
     topology = gpu_topology(uuids) if uuids else {"available": False, "reason": "no GPU in use"}
-    hardware = {
+    warnings = link_warnings(topology, str(plan.config.interconnect.name))
+    hardware: dict[str, Any] = {
         "versions": versions(),
         "hosts": sorted({p["host"] for p in everyone}),
         "topology": topology,
         "nvidia_smi_topo": nvidia_smi_topology() if uuids else None,
-        "warnings": link_warnings(topology, str(plan.config.interconnect.name)),
+        "warnings": warnings,
     }
-    for warning in hardware["warnings"]:
+    for warning in warnings:
         log.warning("!!! %s", warning)
     write_json(Path(plan.job_dir) / HARDWARE_FILE, hardware)
     return hardware

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -22,7 +23,7 @@ class Rank:
         return self.rank == 0
 
 
-def _reduce(value: float | torch.Tensor, device: torch.device, op: dist.ReduceOp) -> float:
+def _reduce(value: float | torch.Tensor, device: torch.device, op: Any) -> float:
     buf = torch.as_tensor(value, dtype=torch.float64, device=device).detach().reshape(1).clone()
     dist.all_reduce(buf, op=op)
     return buf.item()

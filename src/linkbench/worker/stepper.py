@@ -22,7 +22,7 @@ cache is off, as capture requires. The probe's no_sync step gets a graph of its 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -61,7 +61,7 @@ class Stepper:
         # host code again, so with CUDA graphs it must not sample at the capture.
         sample_rate = NEVER if self.cuda_graphs else cfg.log_every
         self.ddp_model._set_ddp_runtime_logging_sample_rate(sample_rate)
-        self._forward: nn.Module = self.ddp_model
+        self._forward: Callable[..., torch.Tensor] = self.ddp_model
         if cfg.compile:
             self._forward = torch.compile(self.ddp_model, mode=cfg.compile_mode)
         self.scaler = precision.grad_scaler(self._precision, device)

@@ -28,7 +28,7 @@ from linkbench.files import METRICS_FILE, write_json
 from linkbench.parts import precision
 from linkbench.parts.data import Batches, make_batches
 from linkbench.parts.flops import FlopRate, peak_tflops
-from linkbench.parts.models import build_model
+from linkbench.parts.models import build_model, materialize
 from linkbench.parts.scaling import warmup_factor
 from linkbench.worker import checkpoint, probe
 from linkbench.worker.board import Board
@@ -90,6 +90,7 @@ def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | N
     start = state["data"] if state else None
     batches = make_batches(cfg, cfg.batch, me, start)
     model = build_model(cfg.model, batches.num_classes).to(device)
+    model = materialize(model, cfg.model, cfg.data.image_size)
     if cfg.model.channels_last and device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
     stepper = Stepper(plan, model, batches.stream, device)

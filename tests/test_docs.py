@@ -1,0 +1,96 @@
+"""Every command the README and docs/ quote still composes, plans and, where they quote the
+answer, answers the same; every `python -m linkbench.X` they name exists."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shlex
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from linkbench.config.errors import ConfigError
+from linkbench.config.plan import Machine, make_plan
+
+from .conftest import REPO
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+EIGHT_GPUS = Machine(cuda_devices=8, cpu_cores=128)
+# Commands that need something only the reader has: a job or sweep directory, their folder.
+PLACEHOLDERS = ("<", "...", "$PWD", "--config-path", "--config-dir", "/shared/", "my_models")
+
+
+def quoted_commands(prefix: str, skip: tuple[str, ...]) -> list[tuple[str, str, str | None]]:
+    """(page, command, the line printed after it when the page shows a `$ ` prompt)."""
+    found = []
+    for page in PAGES:
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            text = line.strip().removeprefix("$ ")
+            if not text.startswith(prefix) or not line.startswith("    "):
+                continue
+            shown = lines[i + 1].strip() if line.strip().startswith("$ ") else None
+            command = text.split("  #")[0].strip()
+            if not any(mark in command for mark in skip):
+                found.append((page.name, command, shown))
+        prose = re.sub(r"\s*\n\s*", " ", page.read_text())  # inline commands may wrap
+        for command in re.findall(rf"`({re.escape(prefix)}[^`]*)`", prose):
+            if not any(mark in command for mark in skip):
+                found.append((page.name, command, None))
+    return found
+
+
+RUNS = quoted_commands("python run.py", PLACEHOLDERS)
+MODULES = quoted_commands("python -m linkbench.", ())
+
+
+def first_job(arguments: list[str]) -> list[str]:
+    """The overrides of the first job a (multi)run command would start."""
+    overrides = [a for a in arguments if a not in ("-m", "--multirun")]
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    job = []
+    for override in parsed:
+        key = override.get_key_element()
+        if key.startswith("hydra."):
+            continue
+        value = (
+            next(iter(override.sweep_string_iterator()))
+            if override.is_sweep_override()
+            else (override.get_value_element_as_str())
+        )
+        job.append(f"{key}={value}")
+    return job
+
+
+def test_the_pages_quote_commands():
+    assert len(RUNS) >= 17 and len(MODULES) >= 5
+
+
+@pytest.mark.parametrize(("page", "command", "shown"), RUNS, ids=[c for _, c, _ in RUNS])
+def test_every_quoted_run_command_plans(compose_config, tmp_path, page, command, shown):
+    arguments = shlex.split(command)[2:]
+    if "--cfg" in arguments:
+        arguments = arguments[: arguments.index("--cfg")]
+    overrides = first_job(arguments)
+    if shown is not None:  # a refusal the page shows with its message
+        with pytest.raises(ConfigError) as error:
+            make_plan(compose_config(overrides), str(tmp_path), [], EIGHT_GPUS)
+        assert str(error.value) == shown, page
+        return
+    plan = make_plan(compose_config(overrides), str(tmp_path), [], EIGHT_GPUS)
+    assert plan.world_size > 0
+
+
+@pytest.mark.parametrize(("page", "command", "shown"), MODULES, ids=[c for _, c, _ in MODULES])
+def test_every_quoted_module_exists(page, command, shown):
+    name = re.match(r"python -m (\S+)", command).group(1)
+    module = importlib.import_module(name)
+    target = module if hasattr(module, "main") else None
+    assert target is not None, f"{page}: {name} has no main()"
+
+
+def test_every_relative_link_points_at_a_file():
+    for page in PAGES:
+        for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / link).exists(), f"{page.name} links to a missing {link}"
