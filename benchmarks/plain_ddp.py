@@ -23,8 +23,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
-from linkbench.parts.models import GPT, TinyCNN
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from linkbench.parts.models import GPT, TinyCNN
 
 GPT_SHAPE = {"vocab_size": 8192, "seq_len": 256, "n_layer": 4, "n_head": 8, "d_model": 512}
 
