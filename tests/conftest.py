@@ -81,11 +81,12 @@ def default_job(tmp_path_factory) -> Ran:
 
 @pytest.fixture(scope="session")
 def cpu_sweep(tmp_path_factory) -> Ran:
-    """The committed cpu_smoke experiment (2 x 2 jobs, one run each), pcie jobs first, with
-    NCCL_P2P_DISABLE=0 and NCCL_DEBUG=WARN exported as a user might have them."""
+    """The committed cpu_smoke experiment as committed (2 x 2 configurations in 2 rounds),
+    pcie jobs first in each round, with NCCL_P2P_DISABLE=0 and NCCL_DEBUG=WARN exported as a
+    user might have them."""
     sweep = tmp_path_factory.mktemp("cpu_sweep") / "sweep"
     pcie_first = "hydra.sweeper.params.interconnect='pcie,nvlink'"
-    args = ["-m", "+experiment=cpu_smoke", "repeats=1", pcie_first]
+    args = ["-m", "+experiment=cpu_smoke", pcie_first]
     env = clean_env() | {"NCCL_P2P_DISABLE": "0", "NCCL_DEBUG": "WARN"}
     done = run_cli([*args, f"hydra.sweep.dir={sweep}"], env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -27,6 +27,9 @@ def test_default_job_uses_nccl_on_every_gpu(tmp_path):
         GPUS,
     )
     assert result["metrics"]["max_allocated_gb"] > 0
+    # On GPUs the default model and precision are ones whose gradients make the link matter.
+    assert (result["model"], result["precision"]) == ("resnet50", "bf16")
+    assert result["auto"] == {"model": "resnet50", "precision": "bf16"}
 
 
 @pytest.mark.gpu

@@ -15,21 +15,32 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from linkbench.analysis.report import compare, write_summary
+from linkbench.analysis.report import compare_sweeps, write_summary
 
 from ..conftest import QUICK, REPO, clean_env, run_cli
 
 
-def fake_job(sweep: Path, overrides: list[str], runs: list[float], status: str = "completed"):
-    """A job directory with a result.json as linkbench writes it (samples/s per repeat)."""
-    job = sweep / ",".join(sorted(overrides))
+def fake_job(
+    sweep: Path,
+    overrides: list[str],
+    runs: list[float],
+    status: str = "completed",
+    round_: int | None = None,
+    extra: dict | None = None,
+) -> Path:
+    """A job directory with a result.json as linkbench writes it (samples/s per run)."""
+    name = ",".join(sorted(overrides + ([f"round={round_}"] if round_ is not None else [])))
+    job = sweep / name
     job.mkdir(parents=True)
-    repeat_metrics = [{"samples_per_sec": v, "step_time_ms": 1e3 / v} for v in runs]
+    repeat_metrics = [
+        {"samples_per_sec": v, "step_time_ms": 1e3 / v, **(extra or {})} for v in runs
+    ]
     result = {
         "status": status,
         "task": "train",
         "backend": "nccl",
-        "overrides": overrides,
+        "round": round_,
+        "overrides": overrides + ([f"round={round_}"] if round_ is not None else []),
         "metrics": repeat_metrics[len(runs) // 2] if runs else {},
         "transport": {"transport": "P2P", "verified": True},
     }
@@ -39,32 +50,79 @@ def fake_job(sweep: Path, overrides: list[str], runs: list[float], status: str =
     return job
 
 
-def test_summary_names_winners_and_noise(tmp_path):
+def test_summary_states_each_verdict_with_its_interval(tmp_path):
     fake_job(tmp_path, ["interconnect=nvlink", "batch=32"], [1400, 1410, 1420])
     fake_job(tmp_path, ["interconnect=pcie", "batch=32"], [1000, 1005, 1010])
+    fake_job(tmp_path, ["interconnect=nvlink", "batch=64"], [2000, 2002, 2004])
+    fake_job(tmp_path, ["interconnect=pcie", "batch=64"], [2001, 2003, 2005])
     fake_job(tmp_path, ["interconnect=nvlink", "batch=256"], [5000, 5100, 5200])
     fake_job(tmp_path, ["interconnect=pcie", "batch=256"], [4950, 5050, 5150])
     fake_job(tmp_path, ["interconnect=socket", "batch=256"], [], status="failed")
     text = write_summary(tmp_path)
-    assert "at batch=32: nvlink is 1.40x pcie" in text
-    assert "at batch=256: the difference is within the noise" in text
-    assert "interconnect=nvlink, batch=256: 5,100.0 [5,000.0-5,200.0] samples/s (3 runs)" in text
+    lines = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("- at")}
+    assert "1.403x [1." in lines["- at batch=32"] and "**faster**" in lines["- at batch=32"]
+    assert "**equal** (within ±2%)" in lines["- at batch=64"]
+    assert "**inconclusive**; about" in lines["- at batch=256"]
+    assert "3 vs 3 runs, welch" in lines["- at batch=32"]
+    assert "interconnect=nvlink, batch=256: 5,100.0 [" in text and "(3 runs)" in text
     with (tmp_path / "summary.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 5
-    by_job = {(r["interconnect"], r["batch"]): r for r in rows}
-    assert float(by_job["nvlink", "32"]["speedup_vs_pcie"]) == pytest.approx(1410 / 1005)
-    assert by_job["nvlink", "256"]["within_noise"] == "True"
-    assert by_job["socket", "256"]["status"] == "failed"
-    assert (tmp_path / "throughput.png").stat().st_size > 10_000
+    assert len(rows) == 7  # one row per configuration
+    by_config = {(r["interconnect"], r["batch"]): r for r in rows}
+    nvlink = by_config["nvlink", "32"]
+    assert (nvlink["axis"], nvlink["baseline"], nvlink["verdict"]) == (
+        "interconnect",
+        "pcie",
+        "faster",
+    )
+    assert float(nvlink["ratio_low"]) < 1410 / 1005 < float(nvlink["ratio_high"])
+    assert nvlink["runs"] == "3"
+    assert by_config["pcie", "32"]["verdict"] == ""  # the baseline has no comparison
+    assert by_config["socket", "256"]["status"] == "failed"
+    for plot in ("throughput.png", "ratios.png"):
+        assert (tmp_path / plot).stat().st_size > 10_000
     assert (tmp_path / "summary.md").read_text() == text
 
 
-def test_a_seed_sweep_is_repeats_of_one_configuration(tmp_path):
+def test_rounds_of_an_interleaved_sweep_are_paired(tmp_path):
+    drift = [1.0, 1.1, 1.2]  # the machine gets faster round by round, both arms alike
+    for r, d in enumerate(drift):
+        fake_job(tmp_path, ["interconnect=nvlink"], [1050 * d], round_=r)
+        fake_job(tmp_path, ["interconnect=pcie"], [1000 * d + r], round_=r)
+    text = write_summary(tmp_path)
+    line = next(line for line in text.splitlines() if "interconnect=nvlink vs pcie" in line)
+    assert "3 vs 3 runs, paired" in line and "**faster**" in line
+
+
+def test_any_swept_key_can_be_the_axis(tmp_path):
+    for delay, runs in ((0, [100.0, 101.0, 99.0]), (5, [80.0, 81.0, 79.0])):
+        fake_job(tmp_path, [f"debug.step_delay_ms={delay}", "batch=8"], runs)
+    fake_job(tmp_path, ["debug.step_delay_ms=0", "batch=16"], [150.0, 151.0])
+    text = write_summary(tmp_path, axis="debug.step_delay_ms", baseline="0")
+    assert "## Verdicts: debug.step_delay_ms against debug.step_delay_ms=0" in text
+    assert "debug.step_delay_ms=5 vs 0" in text and "**slower**" in text
+
+
+def test_a_device_sweep_prints_the_scaling_table(tmp_path):
+    for arm in ("nvlink", "pcie"):
+        fake_job(tmp_path, [f"interconnect={arm}", "devices=1"], [1000.0, 1010.0, 990.0])
+    fake_job(tmp_path, ["interconnect=nvlink", "devices=2"], [1900.0, 1920.0, 1880.0])
+    fake_job(tmp_path, ["interconnect=pcie", "devices=2"], [1500.0, 1520.0, 1480.0])
+    text = write_summary(tmp_path)
+    assert "## Scaling with devices" in text
+    table = [line for line in text.splitlines() if line.startswith("| interconnect=")]
+    assert any("| 2 |" in row and "95.0% [" in row for row in table), table
+    assert any("| 2 |" in row and "75.0% [" in row for row in table), table
+    rows = list(csv.DictReader((tmp_path / "summary.csv").open()))
+    two = {r["interconnect"]: float(r["scaling_efficiency"]) for r in rows if r["devices"] == "2"}
+    assert two == pytest.approx({"nvlink": 0.95, "pcie": 0.75}, rel=1e-3)
+
+
+def test_a_seed_sweep_is_runs_of_one_configuration(tmp_path):
     for seed, value in enumerate([900.0, 1000.0, 1100.0]):
         fake_job(tmp_path, ["interconnect=nvlink", f"seed={seed}"], [value])
     text = write_summary(tmp_path)
-    assert "- (one configuration): 1,000.0 [900.0-1,100.0] samples/s (3 runs)" in text
+    assert "- (one configuration): 1,000.0 [" in text and "samples/s (3 runs)" in text
 
 
 def test_compare_two_sweeps(tmp_path):
@@ -73,16 +131,18 @@ def test_compare_two_sweeps(tmp_path):
     fake_job(after, ["batch=32"], [1200, 1210, 1220])
     fake_job(before, ["batch=64"], [2000, 2100, 2200])
     fake_job(after, ["batch=64"], [2050, 2150, 2250])
-    table = compare(before, after)
-    assert "| batch=32 | 1,010.0 samples/s | 1,210.0 samples/s | 1.20 | B faster |" in table
-    assert "| batch=64 |" in table and "within noise" in table
+    table = compare_sweeps(before, after)
+    row32 = next(line for line in table.splitlines() if line.startswith("| batch=32"))
+    assert "1,010.0 samples/s | 1,210.0 samples/s | 1.198x [" in row32 and "| faster |" in row32
+    row64 = next(line for line in table.splitlines() if line.startswith("| batch=64"))
+    assert row64.endswith("| inconclusive |")
     done = subprocess.run(
         [sys.executable, "-m", "linkbench.report", str(before), str(after)],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode == 0 and "B faster" in done.stdout
+    assert done.returncode == 0 and "| faster |" in done.stdout
 
 
 def test_report_command_refuses_a_directory_without_jobs(tmp_path):
@@ -143,16 +203,25 @@ def read_hparams_with_tensorboard(logdir: Path) -> tuple[dict, dict]:
 def test_committed_cpu_experiment_sweeps_and_summarises_itself(cpu_sweep):
     sweep, done = cpu_sweep.path, cpu_sweep.done
     jobs = sorted(p.name for p in sweep.iterdir() if (p / "result.json").exists())
-    assert len(jobs) == 4
+    assert len(jobs) == 8  # 2 x 2 configurations, 2 interleaved rounds
     result = json.loads((sweep / jobs[0] / "result.json").read_text())
     assert (result["steps"], result["model"], result["backend"]) == (12, "tiny", "gloo")
     assert "# Sweep summary" in done.stdout and "no effect" in done.stdout
-    for name in ("summary.csv", "summary.md", "throughput.png", "comm_fraction.png"):
+    # Round 1 ran every configuration before round 2 ran any.
+    order = [line.split("job ")[1].split(":")[0] for line in done.stderr.splitlines()
+             if "[linkbench][INFO] - job " in line]  # fmt: skip
+    assert [name.rsplit("round=", 1)[1] for name in order] == ["0"] * 4 + ["1"] * 4
+    # An A/A test: the interconnect arms run the same gloo code.
+    verdicts = [line for line in done.stdout.splitlines() if "interconnect=nvlink vs pcie" in line]
+    assert len(verdicts) == 2, done.stdout
+    assert all("**equal**" in v or "**inconclusive**" in v for v in verdicts), verdicts
+    assert all("2 vs 2 runs, paired" in v for v in verdicts), verdicts
+    for name in ("summary.csv", "summary.md", "throughput.png", "comm_fraction.png", "ratios.png"):
         assert (sweep / name).is_file(), name
     experiment, groups = read_hparams_with_tensorboard(sweep)
-    assert groups["totalSize"] == 4
+    assert groups["totalSize"] == 8
     differs = {h["name"] for h in experiment["hparamInfos"] if h["differs"]}
-    assert differs == {"batch", "interconnect", "global_batch", "lr"}
+    assert differs == {"batch", "interconnect", "global_batch", "lr", "round"}
     metrics = {m["name"]["tag"] for m in experiment["metricInfos"]}
     assert "final/samples_per_sec" in metrics and "final/comm_fraction" in metrics
     for group in groups["sessionGroups"]:
@@ -209,15 +278,15 @@ def test_two_sweeps_started_in_the_same_second_get_their_own_directories(tmp_pat
 def test_resume_skips_completed_jobs_and_reruns_the_rest(cpu_sweep, tmp_path):
     sweep = tmp_path / "sweep"  # a copy: the shared sweep stays as its other tests expect
     shutil.copytree(cpu_sweep.path, sweep)
-    done_job = sweep / "batch=8,interconnect=nvlink,repeats=1"
-    redo_job = sweep / "batch=8,interconnect=pcie,repeats=1"
+    done_job = sweep / "batch=8,interconnect=nvlink,round=0"
+    redo_job = sweep / "batch=8,interconnect=pcie,round=1"
     kept = (done_job / "result.json").read_text()
     interrupted = json.loads((redo_job / "result.json").read_text()) | {"status": "interrupted"}
     (redo_job / "result.json").write_text(json.dumps(interrupted))
-    args = ["-m", "+experiment=cpu_smoke", "repeats=1", f"hydra.sweep.dir={sweep}", "resume=true"]
+    args = ["-m", "+experiment=cpu_smoke", f"hydra.sweep.dir={sweep}", "resume=true"]
     again = run_cli(args, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (done_job / "result.json").read_text() == kept
     assert json.loads((redo_job / "result.json").read_text())["status"] == "completed"
     console = again.stdout + again.stderr
-    assert console.count("already completed; skipping") == 3
+    assert console.count("already completed; skipping") == 7

@@ -168,3 +168,16 @@ def test_the_typed_plan_survives_pickling_for_spawned_workers(compose_config, tm
     again = pickle.loads(pickle.dumps(plan))
     assert again == plan
     assert again.config.model.kwargs["n_layer"] == 4
+
+
+def test_auto_model_and_precision_follow_the_machine():
+    from linkbench.config.schema import auto_options
+
+    assert auto_options(0) == {"model": "tiny", "precision": "fp32"}
+    # On GPUs the default job's gradients (resnet50: 102 MB per step) make the link matter.
+    assert auto_options(8) == {"model": "resnet50", "precision": "bf16"}
+
+
+def test_the_default_job_on_this_cpu_machine_is_the_tiny_cnn(compose_config, tmp_path):
+    plan = make_plan(compose_config(), str(tmp_path), [], CPU)
+    assert (plan.config.model.name, plan.precision) == ("tiny", "fp32")

@@ -82,10 +82,10 @@ def test_sweep_runs_each_job_in_its_own_directory_with_its_own_env(cpu_sweep):
     sweep = cpu_sweep.path
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert [p.name for p in jobs] == [
-        "batch=16,interconnect=nvlink,repeats=1",
-        "batch=16,interconnect=pcie,repeats=1",
-        "batch=8,interconnect=nvlink,repeats=1",
-        "batch=8,interconnect=pcie,repeats=1",
+        f"batch={batch},interconnect={arm},round={r}"
+        for batch in (16, 8)
+        for arm in ("nvlink", "pcie")
+        for r in (0, 1)
     ]
     assert event_dirs(sweep) == set(jobs)
     hparam_names = set()

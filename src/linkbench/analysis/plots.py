@@ -1,19 +1,25 @@
 """PNG plots of a sweep (matplotlib, no display needed).
 
-Throughput against the per-device batch, one line per interconnect (or other setting), with
-min-max bars over repeats; the exposed-communication fraction likewise; for all-reduce sweeps,
-bus bandwidth against message size. Without a batch sweep, bars per configuration.
+Throughput against the per-device batch, one line per other setting, with 95 % intervals
+over runs; the exposed-communication fraction likewise; each comparison's ratio with its
+interval beside the ±margin band of "equal" (``ratios.png``); for all-reduce sweeps, bus
+bandwidth against message size. Without a batch sweep, bars per configuration.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from linkbench.analysis.compare import Comparison
+from linkbench.analysis.stats import Mean
+from linkbench.analysis.sweep import Configuration
 
 PLOTS = {
     "samples_per_sec": ("throughput.png", "samples/s (global)"),
@@ -22,49 +28,81 @@ PLOTS = {
 }
 
 
-def _label(settings: dict[str, Any], skip: str) -> str:
-    return ", ".join(f"{k}={v}" for k, v in settings.items() if k != skip) or "all"
+def _errors(means: list[Mean]) -> list[list[float]]:
+    return [[m.mean - m.low for m in means], [m.high - m.mean for m in means]]
 
 
-def _plot_metric(sweep_dir: Path, configs: list, key: str) -> Path | None:
-    points = [(dict(c.settings), c.noise(key)) for c in configs]
-    points = [(s, n) for s, n in points if n is not None]
-    if not points:
-        return None
-    name, ylabel = PLOTS[key]
-    figure, axes = plt.subplots(figsize=(7, 4.2))
-    if all("batch" in s for s, _ in points):
-        lines: dict[str, list] = {}
-        for settings, noise in points:
-            lines.setdefault(_label(settings, "batch"), []).append((settings["batch"], noise))
-        for label, line in sorted(lines.items()):
-            line.sort()
-            x = [b for b, _ in line]
-            y = [n[0] for _, n in line]
-            err = [[n[0] - n[1] for _, n in line], [n[2] - n[0] for _, n in line]]
-            axes.errorbar(x, y, yerr=err, marker="o", capsize=4, label=label)
-        axes.set_xscale("log", base=2)
-        batches = sorted({s["batch"] for s, _ in points})
-        axes.set_xticks(batches, [str(b) for b in batches])
-        axes.set_xlabel("per-device batch")
-        axes.legend()
-    else:
-        labels = [_label(s, "") for s, _ in points]
-        y = [n[0] for _, n in points]
-        err = [[n[0] - n[1] for _, n in points], [n[2] - n[0] for _, n in points]]
-        axes.bar(range(len(y)), y, yerr=err, capsize=4)
-        axes.set_xticks(range(len(y)), labels, rotation=20, ha="right", fontsize=8)
-    axes.set_ylabel(ylabel)
-    axes.set_title(f"{ylabel} — median, bars min-max")
-    axes.grid(alpha=0.3)
+def _save(figure: Figure, path: Path) -> Path:
     figure.tight_layout()
-    path = sweep_dir / name
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
 
 
-def _plot_busbw_by_size(sweep_dir: Path, configs: list) -> Path | None:
+def _plot_metric(sweep_dir: Path, configs: list[Configuration], key: str) -> Path | None:
+    points = [(c, m) for c in configs if (m := c.mean(key)) is not None]
+    if not points:
+        return None
+    name, ylabel = PLOTS[key]
+    figure, axes = plt.subplots(figsize=(7, 4.2))
+    if all("batch" in c.values_by_key for c, _ in points):
+        lines: dict[str, list[tuple[int, Mean]]] = {}
+        for config, mean in points:
+            label = config.label(skip="batch")
+            lines.setdefault(label, []).append((config.values_by_key["batch"], mean))
+        for label, line in sorted(lines.items()):
+            line.sort(key=lambda point: point[0])
+            x, means = [b for b, _ in line], [m for _, m in line]
+            axes.errorbar(x, [m.mean for m in means], yerr=_errors(means), marker="o",
+                          capsize=4, label=label)  # fmt: skip
+        axes.set_xscale("log", base=2)
+        batches = sorted({c.values_by_key["batch"] for c, _ in points})
+        axes.set_xticks(batches, [str(b) for b in batches])
+        axes.set_xlabel("per-device batch")
+        axes.legend(fontsize=8)
+    else:
+        means = [m for _, m in points]
+        axes.bar(range(len(means)), [m.mean for m in means], yerr=_errors(means), capsize=4)
+        labels = [c.label() for c, _ in points]
+        axes.set_xticks(range(len(means)), labels, rotation=20, ha="right", fontsize=8)
+    axes.set_ylabel(ylabel)
+    axes.set_title(f"{ylabel}: mean, bars 95% interval over runs", fontsize=10)
+    axes.grid(alpha=0.3)
+    return _save(figure, sweep_dir / name)
+
+
+def _plot_ratios(sweep_dir: Path, comparisons: list[Comparison]) -> Path | None:
+    """Each comparison's ratio and interval, with the band inside which it reads "equal"."""
+    if not comparisons:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 0.6 * len(comparisons) + 1.6))
+    margin = comparisons[0].margin
+    axes.axvspan(1 - margin, 1 + margin, color="tab:green", alpha=0.15, label=f"±{margin:.0%}")
+    axes.axvline(1.0, color="grey", lw=1)
+    for row, c in enumerate(comparisons):
+        r = c.ratio
+        color = {"faster": "tab:blue", "slower": "tab:red"}.get(c.verdict, "black")
+        axes.errorbar([r.estimate], [row], xerr=[[r.estimate - r.low], [r.high - r.estimate]],
+                      fmt="o", color=color, capsize=4)  # fmt: skip
+    _ratio_axis_labels(axes, comparisons)
+    return _save(figure, sweep_dir / "ratios.png")
+
+
+def _ratio_axis_labels(axes: Axes, comparisons: list[Comparison]) -> None:
+    labels = [
+        f"{c.axis}={c.arm_value}" + (f" @ {c.where}" if c.where else "") + f": {c.verdict}"
+        for c in comparisons
+    ]
+    axes.set_yticks(range(len(comparisons)), labels, fontsize=8)
+    axes.invert_yaxis()
+    first = comparisons[0]
+    axes.set_xlabel(f"{first.metric} ratio against {first.axis}={first.baseline}")
+    axes.set_title("ratio with 95% interval over runs", fontsize=10)
+    axes.legend(fontsize=8, loc="lower right")
+    axes.grid(alpha=0.3, axis="x")
+
+
+def _plot_busbw_by_size(sweep_dir: Path, configs: list[Configuration]) -> Path | None:
     figure, axes = plt.subplots(figsize=(7, 4.2))
     drawn = False
     for config in configs:
@@ -73,7 +111,7 @@ def _plot_busbw_by_size(sweep_dir: Path, configs: list) -> Path | None:
             continue
         rows = [r for r in job["collectives"] if r["op"] == "all_reduce"]
         axes.plot([r["bytes"] for r in rows], [r["busbw_gbps"] for r in rows], marker=".",
-                  label=_label(dict(config.settings), ""))  # fmt: skip
+                  label=config.label())  # fmt: skip
         drawn = True
     if not drawn:
         plt.close(figure)
@@ -83,15 +121,13 @@ def _plot_busbw_by_size(sweep_dir: Path, configs: list) -> Path | None:
     axes.set_ylabel("all_reduce busbw (GB/s)")
     axes.legend(fontsize=8)
     axes.grid(alpha=0.3)
-    figure.tight_layout()
-    path = sweep_dir / "busbw_vs_size.png"
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _save(figure, sweep_dir / "busbw_vs_size.png")
 
 
-def plot_sweep(sweep_dir: Path, configs: list) -> list[Path]:
+def plot_sweep(
+    sweep_dir: Path, configs: list[Configuration], comparisons: list[Comparison]
+) -> list[Path]:
     """Write the plots that the sweep's data supports; returns their paths."""
     made = [_plot_metric(sweep_dir, configs, key) for key in PLOTS]
-    made.append(_plot_busbw_by_size(sweep_dir, configs))
+    made += [_plot_ratios(sweep_dir, comparisons), _plot_busbw_by_size(sweep_dir, configs)]
     return [p for p in made if p is not None]

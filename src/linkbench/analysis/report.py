@@ -1,11 +1,9 @@
-"""A sweep's answer: summary.csv, summary.md and plots, built from each job's result.json.
+"""A sweep's answer: summary.md, summary.csv and plots, built from each job's result.json.
 
 ``python -m linkbench.report SWEEP_DIR`` (re)writes the summary of one sweep;
 ``python -m linkbench.report SWEEP_A SWEEP_B`` compares two sweeps configuration by
-configuration. Jobs that differ only in ``seed`` (or ran ``repeats`` > 1) are repeats of one
-configuration: its value is their median and its noise their min-max. A speedup of one
-interconnect over the baseline (``--baseline``, default pcie) at equal other settings is
-"within noise" when the two ranges overlap.
+configuration. Verdicts come from :mod:`linkbench.analysis.compare`: a ratio with its 95 %
+interval from runs, and ``faster``, ``slower``, ``equal`` or ``inconclusive``.
 """
 
 from __future__ import annotations
@@ -14,103 +12,43 @@ import argparse
 import csv
 import statistics
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from linkbench.files import RESULT_FILE, headline, override_values, read_json
+from linkbench.analysis.compare import (
+    DEFAULT_AXIS,
+    LOWER_IS_BETTER,
+    Comparison,
+    ScalingRow,
+    along_axis,
+    default_baseline,
+    scaling_rows,
+)
+from linkbench.analysis.stats import (
+    CONFIDENCE,
+    DEFAULT_MARGIN,
+    Interval,
+    Mean,
+    ratio_interval,
+    verdict,
+)
+from linkbench.analysis.sweep import Configuration, group, load_sweep, swept_keys
+from linkbench.files import RESULT_FILE
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
-REPEAT_KEYS = ("seed",)
-
-
-@dataclass
-class Config:
-    """One configuration of a sweep (jobs equal but for the seed) and its measurements."""
-
-    settings: tuple[tuple[str, Any], ...]
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-
-    def headline(self) -> tuple[str, str]:
-        """(metric, unit) of this configuration's task."""
-        return headline(self.jobs[0])
-
-    def runs(self) -> list[dict[str, Any]]:
-        """Every repeat's metrics, of every completed job."""
-        out: list[dict[str, Any]] = []
-        for job in self.jobs:
-            if job.get("status") == "completed":
-                out += job.get("repeat_metrics") or [job["metrics"]]
-        return out
-
-    def values(self, key: str) -> list[float]:
-        return [m[key] for m in self.runs() if isinstance(m.get(key), (int, float))]
-
-    def noise(self, key: str) -> tuple[float, float, float] | None:
-        """(median over runs, min, max); for samples/s the range also spans every run's
-        timing windows, so one run still shows how much its throughput moved."""
-        values = self.values(key)
-        if not values:
-            return None
-        low, high = min(values), max(values)
-        if key == "samples_per_sec":
-            for m in self.runs():
-                if "step_time_ms_max" in m:
-                    samples_ms = m["samples_per_sec"] * m["step_time_ms"]  # global batch x 1000
-                    low = min(low, samples_ms / m["step_time_ms_max"])
-                    high = max(high, samples_ms / m["step_time_ms_min"])
-        return statistics.median(values), low, high
-
-
-def load_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
-    """Every job's result.json under the sweep directory, in path order."""
-    results = []
-    for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}")):
-        result = read_json(path)
-        if result is not None:
-            result["job"] = path.parent.name
-            results.append(result)
-    return results
-
-
-def swept_keys(results: list[dict[str, Any]]) -> list[str]:
-    """Override keys whose values differ between the jobs, in first-seen order."""
-    seen: dict[str, set] = {}
-    for result in results:
-        for key, value in override_values(result.get("overrides", [])).items():
-            seen.setdefault(key, set()).add(str(value))
-    return [k for k, values in seen.items() if len(values) > 1]
-
-
-def _order(settings: tuple[tuple[str, Any], ...]) -> tuple:
-    """Sort key: numbers by value, everything else by text."""
-    return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) for _, v in settings)
-
-
-def group(results: list[dict[str, Any]], keys: list[str]) -> list[Config]:
-    """Jobs grouped into configurations, in the order of their swept values."""
-    configs: dict[tuple, Config] = {}
-    settings_keys = [k for k in keys if k not in REPEAT_KEYS]
-    for result in results:
-        values = override_values(result.get("overrides", []))
-        settings = tuple((k, values.get(k)) for k in settings_keys)
-        configs.setdefault(settings, Config(settings)).jobs.append(result)
-    return sorted(configs.values(), key=lambda c: _order(c.settings))
-
-
-def speedup(config: Config, configs: list[Config], key: str, baseline: str) -> dict | None:
-    """This configuration's median over the baseline interconnect's, at equal other settings."""
-    settings = dict(config.settings)
-    if "interconnect" not in settings or settings["interconnect"] == baseline:
-        return None
-    wanted = {**settings, "interconnect": baseline}
-    base = next((c for c in configs if dict(c.settings) == wanted), None)
-    ours, theirs = config.noise(key), base.noise(key) if base else None
-    if not ours or not theirs:
-        return None
-    overlap = ours[1] <= theirs[2] and theirs[1] <= ours[2]
-    return {"ratio": ours[0] / theirs[0], "within_noise": overlap, "baseline": baseline}
+SCALING_NOTE = (
+    "Scaling efficiency = throughput(N) / (N x throughput(1)) at equal other settings, its "
+    "interval from the runs' throughput ratio."
+)
+METHOD = (
+    "Each ratio is the arm's mean over its baseline's, with a {confidence:.0%} interval from "
+    "independent runs (each a fresh world of processes): a paired t-interval on the log ratios "
+    "of the rounds both ran, or Welch's t-interval on log values "
+    "(src/linkbench/analysis/stats.py). faster/slower: the interval excludes 1 and the "
+    "estimate lies outside ±{margin:.0%}; equal: the whole interval lies inside ±{margin:.0%}; "
+    "inconclusive: neither."
+)
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -119,129 +57,215 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return "" if value is None else str(value)
 
 
-def job_rows(keys: list[str], configs: list[Config], baseline: str) -> list[dict[str, Any]]:
+def _span(interval: Interval) -> str:
+    return f"{interval.estimate:.3f}x [{interval.low:.3f}, {interval.high:.3f}]"
+
+
+def _mean(mean: Mean | None, unit: str) -> str:
+    if mean is None:
+        return "no completed run"
+    if mean.runs < 2:
+        return f"{mean.mean:,.1f} {unit} (1 run, no interval)"
+    return f"{mean.mean:,.1f} [{mean.low:,.1f}, {mean.high:,.1f}] {unit} ({mean.runs} runs)"
+
+
+def verdict_line(c: Comparison) -> str:
+    """One sentence per comparison: estimate, interval, runs, verdict."""
+    where = f"at {c.where}: " if c.where else ""
+    runs = f"{c.ratio.runs[0]} vs {c.ratio.runs[1]} runs"
+    if not c.ratio.has_interval:
+        return (
+            f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {c.ratio.estimate:.3f}x "
+            f"({c.unit}), {runs}: **inconclusive** (one run each gives no interval; "
+            "use repeats=3 or more)"
+        )
+    line = (
+        f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {_span(c.ratio)} ({c.unit}, "
+        f"{runs}, {c.ratio.method}): **{c.verdict}**"
+    )
+    if c.verdict == "equal":
+        line += f" (within ±{c.margin:.0%})"
+    if (needed := c.runs_to_decide()) is not None:
+        line += f"; about {needed} runs per arm would decide it"
+    if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:
+        d = c.step_time_diff_ms
+        line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
+    return line
+
+
+def _scaling_table(rows: list[ScalingRow]) -> list[str]:
+    out = [
+        "| configuration | devices | samples/s | scaling efficiency [95% CI] | exposed comm "
+        "| peak GB/device | s/epoch |",
+        "|---|---:|---:|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        c = row.config
+        mean = c.mean("samples_per_sec")
+        eff = row.efficiency
+        shown = f"{eff.estimate:.1%} [{eff.low:.1%}, {eff.high:.1%}]" if eff else ""
+        comm = c.mean("comm_fraction")
+        memory = c.mean("max_allocated_gb")
+        epoch = c.mean("epoch_time_s")
+        out.append(
+            f"| {c.label(skip='devices')} | {row.devices} | {_fmt(mean and mean.mean)} | "
+            f"{shown} | {f'{comm.mean:.1%}' if comm else ''} | "
+            f"{_fmt(memory and memory.mean, 2)} | {_fmt(epoch and epoch.mean, 1)} |"
+        )
+    return out
+
+
+def markdown(
+    sweep_dir: Path,
+    configs: list[Configuration],
+    comparisons: list[Comparison],
+    scaling: list[ScalingRow],
+    margin: float,
+) -> str:
+    jobs = [j for c in configs for j in c.jobs]
+    done = sum(j.get("status") == "completed" for j in jobs)
+    out = [f"# Sweep summary: {sweep_dir}", "", f"{len(jobs)} jobs, {done} completed.", ""]
+    if comparisons:
+        axis = comparisons[0].axis
+        out += [f"## Verdicts: {axis} against {axis}={comparisons[0].baseline}", ""]
+        if axis == "interconnect" and all(j.get("backend") == "gloo" for j in jobs):
+            out += [
+                "Every job ran on gloo, where the interconnect setting has no effect: each "
+                "comparison is an A/A test and should read equal or inconclusive.",
+                "",
+            ]
+        out += [verdict_line(c) for c in comparisons]
+        out += ["", METHOD.format(confidence=CONFIDENCE, margin=margin), ""]
+    if scaling:
+        out += [
+            "## Scaling with devices",
+            "",
+            "Efficiency = throughput(N) / (N x throughput(1)).",
+            "",
+        ]
+        out += [*_scaling_table(scaling), ""]
+    out += [f"## Configurations: mean [{CONFIDENCE:.0%} interval over runs]", ""]
+    for config in configs:
+        key, unit = config.headline()
+        out.append(f"- {config.label()}: {_mean(config.mean(key), unit)}")
+    return "\n".join(out) + "\n"
+
+
+def configuration_rows(
+    keys: list[str],
+    configs: list[Configuration],
+    comparisons: list[Comparison],
+    scaling: list[ScalingRow],
+) -> list[dict[str, Any]]:
+    """summary.csv: one row per configuration, with its comparison and scaling efficiency
+    where it has them."""
+    by_arm = {id(c.arm): c for c in comparisons}
+    efficiency = {id(r.config): r.efficiency for r in scaling if r.efficiency is not None}
     rows = []
     for config in configs:
         key, _ = config.headline()
-        gain = speedup(config, configs, key, baseline)
-        for job in config.jobs:
-            metrics, transport = job.get("metrics", {}), job.get("transport") or {}
-            values = override_values(job.get("overrides", []))
-            rows.append(
-                {
-                    **{k: values.get(k) for k in keys},
-                    "job": job["job"],
-                    "status": job.get("status"),
-                    "task": job.get("task", "train"),
-                    key: metrics.get(key),
-                    "step_time_ms": metrics.get("step_time_ms"),
-                    "comm_fraction": metrics.get("comm_fraction"),
-                    "transport": transport.get("transport"),
-                    "verified": transport.get("verified"),
-                    f"speedup_vs_{baseline}": gain["ratio"] if gain else None,
-                    "within_noise": gain["within_noise"] if gain else None,
-                }
+        mean, step, comm = (
+            config.mean(key),
+            config.mean("step_time_ms"),
+            config.mean("comm_fraction"),
+        )
+        transport = config.first("transport") or {}
+        found = by_arm.get(id(config))
+        rows.append(
+            {
+                **{k: config.values_by_key.get(k) for k in keys},
+                "status": config.status,
+                "task": config.first("task") or "train",
+                "runs": len(config.values(key)),
+                key: mean and mean.mean,
+                f"{key}_low": mean and mean.low,
+                f"{key}_high": mean and mean.high,
+                "step_time_ms": step and step.mean,
+                "comm_fraction": comm and comm.mean,
+                "transport": transport.get("transport"),
+                "verified": transport.get("verified"),
+                "axis": found and found.axis,
+                "baseline": found and found.baseline,
+                "ratio": found and found.ratio.estimate,
+                "ratio_low": found and found.ratio.low,
+                "ratio_high": found and found.ratio.high,
+                "verdict": found and found.verdict,
+            }
+        )
+        if (scaled := efficiency.get(id(config))) is not None:
+            rows[-1].update(
+                scaling_efficiency=scaled.estimate,
+                scaling_efficiency_low=scaled.low,
+                scaling_efficiency_high=scaled.high,
             )
     return rows
 
 
-def verdicts(configs: list[Config], baseline: str) -> list[str]:
-    """One sentence per configuration compared with the baseline interconnect."""
-    lines = []
-    for config in configs:
-        key, unit = config.headline()
-        gain = speedup(config, configs, key, baseline)
-        if gain is None:
-            continue
-        settings = dict(config.settings)
-        where = ", ".join(f"{k}={v}" for k, v in settings.items() if k != "interconnect")
-        verdict = (
-            f"the difference is within the noise ({gain['ratio']:.2f}x, ranges overlap)"
-            if gain["within_noise"]
-            else f"{settings['interconnect']} is {gain['ratio']:.2f}x {baseline}"
-        )
-        lines.append(f"- {'at ' + where + ': ' if where else ''}{verdict} ({unit})")
-    return lines
+def write_summary(
+    sweep_dir: Path,
+    axis: str | None = None,
+    baseline: Any = None,
+    margin: float = DEFAULT_MARGIN,
+) -> str | None:
+    """Write summary.csv, summary.md and plots into the sweep directory; return the markdown.
 
-
-def markdown(sweep_dir: Path, rows: list[dict], configs: list[Config], baseline: str) -> str:
-    out = [f"# Sweep summary: {sweep_dir}", ""]
-    done = sum(r["status"] == "completed" for r in rows)
-    out += [f"{len(rows)} jobs, {done} completed.", ""]
-    if lines := verdicts(configs, baseline):
-        out += [f"## Interconnect vs {baseline}", ""]
-        if all(j.get("backend") == "gloo" for c in configs for j in c.jobs):
-            out += [
-                "Every job ran on gloo, where the interconnect setting has no effect: these "
-                "differences are run-to-run noise, not link speed.",
-                "",
-            ]
-        out += [*lines, ""]
-    out += ["## Configurations: median [min-max over runs and their timing windows]", ""]
-    for config in configs:
-        key, unit = config.headline()
-        stats = config.noise(key)
-        name = ", ".join(f"{k}={v}" for k, v in config.settings) or "(one configuration)"
-        shown = f"{stats[0]:,.1f} [{stats[1]:,.1f}-{stats[2]:,.1f}] {unit}" if stats else "no data"
-        runs = len(config.values(key))
-        source = f"{runs} runs" if runs > 1 else "1 run"
-        out.append(f"- {name}: {shown} ({source})")
-    out += ["", "## Jobs", ""]
-    if rows:
-        columns = list(rows[0])
-        out.append("| " + " | ".join(columns) + " |")
-        out.append("|" + "---|" * len(columns))
-        for row in rows:
-            out.append("| " + " | ".join(_fmt(row[c], 3) for c in columns) + " |")
-    return "\n".join(out) + "\n"
-
-
-def write_summary(sweep_dir: Path, baseline: str = "pcie") -> str | None:
-    """Write summary.csv, summary.md and plots into the sweep directory; return the markdown."""
+    ``axis`` defaults to ``interconnect`` when it is swept; ``baseline`` to ``pcie`` for
+    interconnect, else the axis's first value."""
     results = load_sweep(sweep_dir)
     if not results:
         return None
     keys = swept_keys(results)
     configs = group(results, keys)
-    rows = job_rows(keys, configs, baseline)
+    if axis is None and DEFAULT_AXIS in keys:
+        axis = DEFAULT_AXIS
+    comparisons: list[Comparison] = []
+    if axis is not None and axis in keys:
+        if baseline is None:
+            baseline = default_baseline(configs, axis)
+        comparisons = along_axis(configs, axis, baseline, margin)
+    scaling = scaling_rows(configs) if "devices" in keys else []
+    rows = configuration_rows(keys, configs, comparisons, scaling)
     columns = list(dict.fromkeys(c for row in rows for c in row))
     with (sweep_dir / SUMMARY_CSV).open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    text = markdown(sweep_dir, rows, configs, baseline)
+    text = markdown(sweep_dir, configs, comparisons, scaling, margin)
     (sweep_dir / SUMMARY_MD).write_text(text)
     from linkbench.analysis.plots import plot_sweep
 
-    plot_sweep(sweep_dir, configs)
+    plot_sweep(sweep_dir, configs, comparisons)
     return text
 
 
-def compare(sweep_a: Path, sweep_b: Path) -> str:
-    """B against A for every configuration both sweeps ran."""
+def compare_sweeps(sweep_a: Path, sweep_b: Path, margin: float = DEFAULT_MARGIN) -> str:
+    """B against A for every configuration both sweeps ran (Welch intervals: the rounds of
+    two sweeps do not pair)."""
     loaded = {d: load_sweep(d) for d in (sweep_a, sweep_b)}
     keys = swept_keys(loaded[sweep_a] + loaded[sweep_b])
     configs = {d: {c.settings: c for c in group(r, keys)} for d, r in loaded.items()}
     out = [
-        f"# {sweep_b} vs {sweep_a}",
+        f"# {sweep_b} (B) against {sweep_a} (A)",
         "",
-        "| configuration | A | B | B/A | verdict |",
-        "|---|---|---|---|---|",
+        "| configuration | A | B | B/A [95% CI] | runs A, B | verdict |",
+        "|---|---|---|---|---|---|",
     ]
     for settings, a in configs[sweep_a].items():
         b = configs[sweep_b].get(settings)
         key, unit = a.headline()
-        na, nb = a.noise(key), b.noise(key) if b else None
-        name = ", ".join(f"{k}={v}" for k, v in settings) or "(all)"
-        if not na or not nb:
-            out.append(f"| {name} | {_fmt(na and na[0])} | {_fmt(nb and nb[0])} | | missing |")
+        values_a, values_b = a.values(key), b.values(key) if b else []
+        if not values_a or not values_b:
+            out.append(f"| {a.label()} | {_mean(a.mean(key), unit)} | | | | missing in B |")
             continue
-        overlap = na[1] <= nb[2] and nb[1] <= na[2]
-        verdict = "within noise" if overlap else ("B faster" if nb[0] > na[0] else "B slower")
-        ratio = nb[0] / na[0]
+        ratio = ratio_interval(values_b, values_a)
+        found = verdict(ratio, margin, higher_is_better=key not in LOWER_IS_BETTER)
+        span = _span(ratio) if ratio.has_interval else f"{ratio.estimate:.3f}x"
         out.append(
-            f"| {name} | {na[0]:,.1f} {unit} | {nb[0]:,.1f} {unit} | {ratio:.2f} | {verdict} |"
+            f"| {a.label()} | {statistics.fmean(values_a):,.1f} {unit} | "
+            f"{statistics.fmean(values_b):,.1f} {unit} | {span} | {len(values_a)}, "
+            f"{len(values_b)} | {found} |"
         )
+    out += ["", METHOD.format(confidence=CONFIDENCE, margin=margin)]
     return "\n".join(out) + "\n"
 
 
@@ -251,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Summarise a sweep directory, or compare two (B against A).",
     )
     parser.add_argument("sweeps", nargs="+", type=Path, help="SWEEP_DIR, or SWEEP_A SWEEP_B")
-    parser.add_argument("--baseline", default="pcie", help="interconnect to compare against")
+    parser.add_argument("--axis", default=None, help="swept key to compare along")
+    parser.add_argument("--baseline", default=None, help="the axis value to compare against")
+    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="equal within ±")
     args = parser.parse_args(argv)
     if len(args.sweeps) > 2:
         parser.error("give one sweep directory, or two to compare")
@@ -263,12 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     if len(args.sweeps) == 2:
-        print(compare(*args.sweeps))
+        print(compare_sweeps(args.sweeps[0], args.sweeps[1], margin=args.margin))
         return 0
-    print(write_summary(args.sweeps[0], args.baseline))
+    print(write_summary(args.sweeps[0], args.axis, args.baseline, args.margin))
     print(f"written: {args.sweeps[0] / SUMMARY_CSV}, {args.sweeps[0] / SUMMARY_MD} and plots")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

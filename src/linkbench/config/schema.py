@@ -113,6 +113,8 @@ class Collective(Choice):
     reduce_scatter = "reduce_scatter"
 
 
+# Hydra's basic sweeper with a sweep's repeats run as interleaved rounds.
+ROUNDS_SWEEPER = "hydra_plugins.linkbench_sweeper.rounds_sweeper.RoundsSweeper"
 # torch.compile's modes (torch.compile's docstring); hyphens rule out an enum.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 TENSOR_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int8")
@@ -327,11 +329,22 @@ class CheckpointConfig:
 
 @dataclass
 class DebugConfig:
-    """``debug``: make a job fail on purpose, to test failure handling here or on a cluster."""
+    """``debug``: make a job fail, or slow it by a known amount, on purpose: to test failure
+    handling and to calibrate comparisons, here or on a cluster."""
 
     crash_at_step: int | None = None
     """The step at which ``crash_rank`` raises; null never."""
     crash_rank: int = 0
+    step_delay_ms: float = 0.0
+    """The host sleeps this long inside every training step of every rank (an injected
+    effect whose size is known)."""
+    log_delay_ms: float = 0.0
+    """The host sleeps this long in every logging step (a slow file system; never timed)."""
+
+    def __post_init__(self) -> None:
+        require_not_negative(
+            "debug.", step_delay_ms=self.step_delay_ms, log_delay_ms=self.log_delay_ms
+        )
 
 
 @dataclass
@@ -364,6 +377,9 @@ class Config:
     base_lr: float = MISSING
     repeats: int = 1
     """Times the job's measurement runs, each in a fresh world of processes; metrics are medians."""
+    round: int | None = None
+    """Set by linkbench's sweeper: this job is one round of the sweep's ``repeats`` and runs
+    its measurement once."""
     resume: bool = False
     """Skip this job if it completed before; continue it from its checkpoint if it has one."""
     dist_timeout_s: float = 300.0
@@ -395,6 +411,7 @@ class Config:
         )
         require(self.base_lr > 0, f"base_lr={self.base_lr} must be positive.")
         require(self.repeats >= 1, f"repeats={self.repeats} must be at least 1.")
+        require(self.round is None or self.round >= 0, f"round={self.round} must be >= 0 or null.")
         require(
             self.dist_timeout_s > 0,
             f"dist_timeout_s={self.dist_timeout_s} must be positive seconds.",
@@ -494,13 +511,40 @@ class Config:
 
 
 def register_schema() -> None:
-    """Store :class:`Config` as ``linkbench_schema`` (idempotent)."""
-    ConfigStore.instance().store(name="linkbench_schema", node=Config)
+    """Store :class:`Config` as ``linkbench_schema`` and linkbench's sweeper as
+    ``hydra/sweeper=rounds`` (idempotent)."""
+    store = ConfigStore.instance()
+    store.store(name="linkbench_schema", node=Config)
+    rounds = {"_target_": ROUNDS_SWEEPER, "max_batch_size": None, "params": None}
+    store.store(group="hydra/sweeper", name="rounds", node=rounds)
 
 
-def register(project_root: Path) -> None:
-    """Register the schema, and ``${linkbench_root:}`` (the folder holding run.py and
-    experiments/) for conf/config.yaml's search path, so +experiment works from any directory."""
+# model=auto and precision=auto, by whether CUDA GPUs are visible: on GPUs a model whose
+# gradients make the link matter, on CPU one that trains on two cores in seconds.
+AUTO_OPTIONS = {
+    False: {"model": "tiny", "precision": "fp32"},
+    True: {"model": "resnet50", "precision": "bf16"},
+}
+
+
+def auto_options(cuda_devices: int) -> dict[str, str]:
+    """The options ``model=auto`` and ``precision=auto`` stand for on this machine."""
+    return AUTO_OPTIONS[cuda_devices > 0]
+
+
+def register(project_root: Path, cuda_devices: int | None = None) -> None:
+    """Register the schema; ``model=auto`` and ``precision=auto`` as the options that suit
+    this machine (:func:`auto_options`); and ``${linkbench_root:}`` (the folder holding
+    run.py and experiments/) for conf/config.yaml's search path, so +experiment works from
+    any directory."""
     register_schema()
+    if cuda_devices is None:
+        import torch
+
+        cuda_devices = torch.cuda.device_count()
+    store = ConfigStore.instance()
+    for group, option in auto_options(cuda_devices).items():
+        node = OmegaConf.load(project_root / "conf" / group / f"{option}.yaml")
+        store.store(group=group, name="auto", node=node)
     if not OmegaConf.has_resolver("linkbench_root"):
         OmegaConf.register_new_resolver("linkbench_root", lambda: str(project_root))

@@ -24,6 +24,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from linkbench.analysis.report import SUMMARY_MD, write_summary
+from linkbench.analysis.stats import DEFAULT_MARGIN
+from linkbench.launcher.sweeper import sweep_rounds
 
 log = logging.getLogger("linkbench")
 
@@ -46,16 +48,20 @@ def sweep_dimensions(hydra_node: DictConfig) -> dict[str, int] | None:
 
 
 def expected_jobs(config: DictConfig) -> int | None:
-    """How many jobs the basic sweeper makes of this multirun (None if unknown)."""
+    """How many jobs linkbench's sweeper makes of this multirun (None if unknown)."""
     dimensions = sweep_dimensions(config.hydra)
-    return None if dimensions is None else math.prod(dimensions.values())
+    if dimensions is None:
+        return None
+    return math.prod(dimensions.values()) * sweep_rounds(config)
 
 
 class SweepSummary(Callback):
     """Registered in conf/config.yaml under hydra.callbacks."""
 
-    def __init__(self, baseline: str = "pcie") -> None:
-        self.baseline = baseline
+    def __init__(
+        self, axis: str | None = None, baseline: Any = None, margin: float = DEFAULT_MARGIN
+    ) -> None:
+        self.axis, self.baseline, self.margin = axis, baseline, margin
         self.expected: int | None = None
         self.finished = 0
         self.printed = False
@@ -69,16 +75,18 @@ class SweepSummary(Callback):
         if config.hydra.mode != RunMode.MULTIRUN or os.environ.get("RANK", "0") != "0":
             return  # one writer: the launching process, or global rank 0 under SLURM tasks
         self.finished += 1
-        text = write_summary(Path(config.hydra.sweep.dir), self.baseline)
+        text = self._write(Path(config.hydra.sweep.dir))
         if text and self.expected is not None and self.finished >= self.expected:
             self._print(Path(config.hydra.sweep.dir), text)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not self.printed:
             sweep_dir = Path(config.hydra.sweep.dir)
-            text = write_summary(sweep_dir, self.baseline)
-            if text:
+            if text := self._write(sweep_dir):
                 self._print(sweep_dir, text)
+
+    def _write(self, sweep_dir: Path) -> str | None:
+        return write_summary(sweep_dir, self.axis, self.baseline, self.margin)
 
     def _print(self, sweep_dir: Path, text: str) -> None:
         self.printed = True

@@ -120,14 +120,17 @@ def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> Non
     The first run's first training step is also timed from the job's start
     (``time_to_first_step_s``, after Hydra composed the config) and stamped with the wall
     clock (``first_step_done_at``, seconds since the epoch) for tools timing the command."""
-    repeats = plan.config.repeats
+    c = plan.config
+    repeats = 1 if c.round is not None else c.repeats  # a round of a sweep runs once
     for repeat in range(repeats):
         run = record.current_run()
+        which = f", run {repeat + 1}/{repeats}" if repeats > 1 else ""
+        if c.round is not None:
+            which = f", round {c.round + 1}/{c.repeats}"
         log.info(
             "job %s: %s on %d %s worker(s), backend %s, interconnect %s%s",
-            plan.job_dir, plan.config.task.name, plan.world_size, plan.device_type,
-            plan.backend, plan.config.interconnect.name,
-            f", run {repeat + 1}/{repeats}" if repeats > 1 else "",
+            plan.job_dir, c.task.name, plan.world_size, plan.device_type, plan.backend,
+            c.interconnect.name, which,
         )  # fmt: skip
         (Path(plan.job_dir) / METRICS_FILE).unlink(missing_ok=True)
         launched_at = time.time()
@@ -173,6 +176,18 @@ def _run_other_rank(
     return 0.0
 
 
+def _auto_choices(hydra_cfg: Any, plan: JobPlan) -> dict[str, str]:
+    """What ``model=auto`` and ``precision=auto`` chose on this machine (logged once)."""
+    chosen = {"model": plan.config.model.name, "precision": str(plan.config.precision.name)}
+    auto = {g: name for g, name in chosen.items() if hydra_cfg.runtime.choices.get(g) == "auto"}
+    if auto:
+        device = "GPUs" if plan.device_type == "cuda" else "no GPU"
+        shown = " and ".join(f"{g}=auto is {name}" for g, name in auto.items())
+        log.info("%s on a machine with %s; choose another with %s=...", shown, device,
+                 "=..., ".join(auto))  # fmt: skip
+    return auto
+
+
 def _completed_result(job_dir: Path) -> dict[str, Any] | None:
     previous = read_json(job_dir / RESULT_FILE)
     return previous if previous and previous.get("status") == "completed" else None
@@ -200,6 +215,7 @@ def run_job(cfg: DictConfig) -> float:
     try:
         plan = with_flops(_plan_job(cfg, job_dir, overrides, machine))
         record.planned(plan)
+        record.fields["auto"] = _auto_choices(hydra_cfg, plan)
         write_rerun_config(plan, job_dir)
         for note in plan.notes:
             log.warning(note)

@@ -59,6 +59,7 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
         "untimed_steps": c.untimed_steps,
         "seed": c.seed,
         "repeats": c.repeats,
+        "round": c.round,
         "notes": plan.notes,
     }
 

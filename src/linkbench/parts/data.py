@@ -33,6 +33,8 @@ class Batches:
     stream: Iterator[Batch]
     num_classes: int
     position: dict[str, int] = field(default_factory=dict)
+    epoch_samples: int | None = None
+    """Samples of one epoch over every rank (the data set's size; None for synthetic data)."""
 
 
 class ResumableSampler(DistributedSampler):
@@ -141,7 +143,8 @@ def _loader(config: Config, batch: int, me: Rank, start: dict[str, int]) -> Batc
             position["batch"] = 0
 
     classes = getattr(dataset, "classes", None)
-    return Batches(forever(), len(classes) if classes else data.num_classes, position)
+    epoch = len(loader) * batch * world  # drop_last: whole global batches only
+    return Batches(forever(), len(classes) if classes else data.num_classes, position, epoch)
 
 
 def make_batches(

@@ -87,7 +87,7 @@ def time_collective(
     timer.start()
     for _ in range(task.iters):
         call()
-    call_ms = timer.lap() / task.iters
+    call_ms = timer.stop() / task.iters
     mean_ms, max_ms = sum_over_ranks(call_ms, device) / world, max_over_ranks(call_ms, device)
     actual_bytes = count * element
     algbw, busbw = bandwidths_gbps(op, actual_bytes, mean_ms / 1e3, world)

@@ -4,25 +4,30 @@ After training, the same step runs ``task.no_sync_steps`` times with gradient
 synchronisation and as many times under ``DistributedDataParallel.no_sync()`` (same shapes,
 no all-reduce). The difference is the communication the step waits for (what overlap with
 the backward pass did not hide). DDP's own running averages of backward communication and
-overlap time are recorded beside it, and with them the bus bandwidth the gradient all-reduce
-achieved (nccl-tests' definition: bytes x 2(n-1)/n / time). The probe runs after the timed
+overlap time are recorded beside it, and with them a lower bound of the bus bandwidth the
+gradient all-reduce achieved (nccl-tests' definition, bytes x 2(n-1)/n / time, over DDP's
+communication time, which includes waiting for the backward pass). The probe runs after the timed
 steps, so it never changes the reported throughput; its no_sync steps leave the ranks'
 weights unsynchronised, which no longer matters then.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from linkbench.config.plan import JobPlan
-from linkbench.worker.rank import Rank, max_over_ranks
+from linkbench.worker.rank import Rank
 from linkbench.worker.stepper import Stepper
 from linkbench.worker.timing import WindowTimer
+
+log = logging.getLogger("linkbench")
 
 
 def grad_bytes(model: nn.Module) -> int:
@@ -47,37 +52,53 @@ def _ms_per_step(step: Callable[[], Any], steps: int, device: torch.device) -> f
     timer.start()
     for _ in range(steps):
         step()
-    return timer.lap() / steps
+    return timer.stop() / steps
 
 
 def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
-    """Exposed communication of one step, on every rank; empty when the probe is off.
+    """Exposed communication of one step; empty when the probe is off.
 
-    DDP's own timings are left out with CUDA graphs: DDP measures them on the host, in
-    eager steps only."""
+    Each rank times its own synced and no_sync steps; the figures reported are those of the
+    rank whose synced step was slowest, so both measurements of the difference come from
+    one rank. A negative difference (no_sync steps slower than synced ones: noise larger
+    than the exposed communication) is reported as measured, with a note. DDP's own timings
+    are left out with CUDA graphs: DDP measures them on the host, in eager steps only."""
     steps = plan.config.task.no_sync_steps
     if steps <= 0:
         return {}
     ddp_model = stepper.ddp_model
     out: dict[str, Any] = {} if stepper.cuda_graphs else ddp_comm_times(ddp_model)
-    synced = _ms_per_step(stepper.synced, steps, me.device)
-    local = _ms_per_step(stepper.unsynced, steps, me.device)
-    synced = max_over_ranks(synced, me.device)
-    local = max_over_ranks(local, me.device)
-    exposed = synced - local
+    mine = (
+        _ms_per_step(stepper.synced, steps, me.device),
+        _ms_per_step(stepper.unsynced, steps, me.device),
+    )
+    everyone: list[Any] = [None] * me.world_size
+    dist.all_gather_object(everyone, mine)
+    synced, unsynced = max(everyone, key=lambda pair: pair[0])
+    exposed = synced - unsynced
     out.update(
         no_sync_steps=steps,
         synced_step_ms=synced,
-        compute_step_ms=local,
+        compute_step_ms=unsynced,
         comm_exposed_ms=exposed,
-        comm_fraction=max(0.0, exposed) / synced,
+        comm_fraction=exposed / synced,
         grad_bytes=grad_bytes(ddp_model.module),
     )
+    if exposed < 0:
+        out["comm_exposed_note"] = (
+            f"negative: the no_sync steps took {-exposed:.3f} ms longer than the synced ones on "
+            "the same rank, so the exposed communication is below this probe's noise; raise "
+            "task.no_sync_steps for a finer measurement"
+        )
+        log.warning("exposed communication %s", out["comm_exposed_note"])
     wire = plan.config.comm_hook.wire_factor
     n = me.world_size
     if wire is not None:
         out["comm_bytes_per_step"] = out["grad_bytes"] * wire
         if n > 1 and out.get("ddp_backward_comm_ms"):
+            # DDP's communication time spans each bucket's launch to its completion, waits
+            # for the backward pass included: the link moved the bytes at least this fast.
             seconds = out["ddp_backward_comm_ms"] / 1e3
-            out["comm_busbw_gbps"] = out["comm_bytes_per_step"] * 2 * (n - 1) / n / seconds / 1e9
+            busbw = out["comm_bytes_per_step"] * 2 * (n - 1) / n / seconds / 1e9
+            out["comm_busbw_lower_bound_gbps"] = busbw
     return out

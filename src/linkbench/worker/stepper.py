@@ -22,6 +22,7 @@ cache is off, as capture requires. The probe's no_sync step gets a graph of its 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 
 import torch
@@ -51,6 +52,7 @@ class Stepper:
         self._device = device
         self._batches = batches
         self._loss = loss_function(cfg.model)
+        self._delay_s = cfg.debug.step_delay_ms / 1e3
         self.cuda_graphs = cfg.cuda_graphs
         self._side = torch.cuda.Stream(device) if self.cuda_graphs else None
         with self._on_side():
@@ -88,6 +90,8 @@ class Stepper:
         return self._step(sync=False)
 
     def _step(self, sync: bool) -> torch.Tensor:
+        if self._delay_s:
+            time.sleep(self._delay_s)  # debug.step_delay_ms: a known effect, for calibration
         batch = next(self._batches)
         if self.cuda_graphs:
             loss = self._graph_step(batch, sync)

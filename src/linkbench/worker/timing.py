@@ -2,7 +2,9 @@
 
 On GPU the window's ends are CUDA events recorded in stream order; the host waits only when
 a window closes. On CPU every operation (gloo collectives included) has finished when the
-step returns, so a monotonic clock is exact.
+step returns, so a monotonic clock is exact. A window holds the steps and nothing else:
+whatever the host does between windows (logging, checkpoints) happens after ``stop()`` and
+before the next ``start()``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import torch
 
 
 class WindowTimer:
-    """``start()`` opens a window; ``lap()`` closes it, returns its milliseconds, opens the next."""
+    """``start()`` opens a window; ``stop()`` closes it and returns its milliseconds."""
 
     def __init__(self, device: torch.device) -> None:
         self._cuda = device.type == "cuda"
@@ -30,16 +32,11 @@ class WindowTimer:
     def start(self) -> None:
         self._mark()
 
-    def lap(self) -> float:
+    def stop(self) -> float:
         if self._cuda:
-            assert self._start_event is not None, "lap() before start()"
+            assert self._start_event is not None, "stop() before start()"
             end = torch.cuda.Event(enable_timing=True)
             end.record()
             end.synchronize()
-            elapsed_ms = self._start_event.elapsed_time(end)
-            self._start_event = end
-            return elapsed_ms
-        now = time.perf_counter()
-        elapsed_ms = (now - self._start_s) * 1e3
-        self._start_s = now
-        return elapsed_ms
+            return self._start_event.elapsed_time(end)
+        return (time.perf_counter() - self._start_s) * 1e3

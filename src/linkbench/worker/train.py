@@ -1,7 +1,8 @@
 """``task=train``: the DDP training loop of one rank, with honest step timing.
 
 The hot loop never waits on the device except every ``log_every`` steps, where the timing
-window closes, the loss is all-reduced across ranks and rank 0 logs. The first
+window closes, the loss is all-reduced across ranks, rank 0 logs, every rank meets at a
+barrier and a new window opens: the logging step's host work is in no window. The first
 ``untimed_steps`` are not timed. At the end the timed milliseconds are all-reduced with MAX,
 so the reported throughput is the slowest rank's, and with it the model FLOPs utilisation
 (:mod:`linkbench.parts.flops`). Then a probe times the same step with and without gradient
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
 from linkbench.config.schema import Config, PrecisionName
@@ -57,6 +59,7 @@ def summarize(
     timed_ms: float,
     final_loss: float,
     flops: FlopRate | None = None,
+    epoch_samples: int | None = None,
 ) -> dict:
     """Throughput, step-time statistics and (where FLOPs are known) MFU of the timed steps."""
     timed_steps = sum(w.steps for w in windows)
@@ -76,6 +79,8 @@ def summarize(
     )
     if flops is not None:
         metrics.update(flops.metrics(samples_per_sec / plan.world_size))
+    if epoch_samples:
+        metrics.update(epoch_samples=epoch_samples, epoch_time_s=epoch_samples / samples_per_sec)
     return metrics
 
 
@@ -145,19 +150,19 @@ class TrainingRun:
                 self.timer.start()
             if done % log_every == 0 or done == steps:
                 self._log_step(done)
-            if every and done % every == 0 and done < steps:
-                checkpoint.save(
-                    Path(self.plan.job_dir), self.stepper, done, self.batches.position, me
-                )
-                if done >= self.timed_from:
-                    self.timer.start()  # the next window opens after the save: not training
+                if every and done % every == 0 and done < steps:
+                    position = self.batches.position
+                    checkpoint.save(Path(self.plan.job_dir), self.stepper, done, position, me)
+                if self.timed_from <= done < steps:
+                    dist.barrier()  # every rank's host work is done: the next window opens
+                    self.timer.start()
 
     def _log_step(self, done: int) -> None:
         """Close the timing window, check and all-reduce the loss, log (rank 0)."""
         plan, cfg, me = self.plan, self.cfg, self.me
         scalars = {"train/lr": plan.lr * warmup_factor(done - 1, cfg.scaling.lr_warmup_steps)}
         if done > self.timed_from:
-            window = Window(done - self.window_start, self.timer.lap())
+            window = Window(done - self.window_start, self.timer.stop())
             self.windows.append(window)
             self.window_start = done
             per_device = cfg.batch / (window.step_ms / 1e3)
@@ -175,6 +180,8 @@ class TrainingRun:
         self.loss_count = 0
         if me.device.type == "cuda":
             scalars["mem/max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
+        if cfg.debug.log_delay_ms:
+            time.sleep(cfg.debug.log_delay_ms / 1e3)  # stands for a slow file system
         if self.board is not None:
             self.board.scalars(done, scalars)
             _log_progress(done, cfg.steps, scalars)
@@ -186,7 +193,10 @@ class TrainingRun:
         """The timed steps' metrics (the slowest rank's time), then the communication probe."""
         me = self.me
         timed_ms = max_over_ranks(sum(w.ms for w in self.windows), me.device)
-        metrics = summarize(self.plan, self.windows, timed_ms, self.mean_loss, self.flops)
+        metrics = summarize(
+            self.plan, self.windows, timed_ms, self.mean_loss, self.flops,
+            self.batches.epoch_samples,
+        )  # fmt: skip
         if self.first_step_s is not None:
             metrics["first_step_s"] = self.first_step_s
         if self.first:

@@ -1,0 +1,1 @@
+"""linkbench's Hydra sweeper (see :mod:`linkbench.launcher.sweeper`)."""

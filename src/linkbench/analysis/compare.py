@@ -1,0 +1,148 @@
+"""Comparisons of a sweep's configurations: along an axis, across device counts, across sweeps.
+
+Along an axis (``interconnect`` by default, any swept key on request), every configuration is
+compared with the one that differs from it only in the axis's baseline value. Across device
+counts, throughput at N devices against one device gives the scaling efficiency. Two sweeps
+are compared configuration by configuration. Each comparison is a ratio with its 95 %
+interval from runs and a verdict (:mod:`linkbench.analysis.stats`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from linkbench.analysis.stats import (
+    DEFAULT_MARGIN,
+    Interval,
+    difference_interval,
+    ratio_interval,
+    runs_to_decide,
+    verdict,
+)
+from linkbench.analysis.sweep import Configuration
+
+DEFAULT_AXIS = "interconnect"
+DEFAULT_BASELINES = {"interconnect": "pcie"}
+# Metrics for which a lower value is better; every other headline is a rate.
+LOWER_IS_BETTER = ("step_time_ms",)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An arm against its baseline on one metric, at equal other settings."""
+
+    arm: Configuration
+    base: Configuration
+    axis: str
+    metric: str
+    unit: str
+    ratio: Interval
+    verdict: str
+    margin: float
+    step_time: Interval | None
+    """The arm's step time over the baseline's."""
+    step_time_diff_ms: Interval | None
+    """The arm's step time minus the baseline's, in milliseconds."""
+
+    @property
+    def baseline(self) -> Any:
+        return self.base.values_by_key[self.axis]
+
+    @property
+    def arm_value(self) -> Any:
+        return self.arm.values_by_key[self.axis]
+
+    @property
+    def where(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.arm.settings if k != self.axis)
+
+    def runs_to_decide(self) -> int | None:
+        return runs_to_decide(self.ratio, self.margin) if self.verdict == "inconclusive" else None
+
+
+def _pairs(arm: Configuration, base: Configuration, key: str) -> list[tuple[float, float]]:
+    """(arm, baseline) values of the rounds both ran, when they ran in interleaved rounds."""
+    a, b = arm.by_round(key), base.by_round(key)
+    return [(a[r], b[r]) for r in sorted(set(a) & set(b))]
+
+
+def compare_configurations(
+    arm: Configuration, base: Configuration, axis: str, margin: float = DEFAULT_MARGIN
+) -> Comparison | None:
+    """``arm`` against ``base`` on the headline metric and the step time; None without runs."""
+    metric, unit = arm.headline()
+    values, base_values = arm.values(metric), base.values(metric)
+    if not values or not base_values or min(values + base_values) <= 0:
+        return None
+    ratio = ratio_interval(values, base_values, _pairs(arm, base, metric))
+    step, base_step = arm.values("step_time_ms"), base.values("step_time_ms")
+    step_pairs = _pairs(arm, base, "step_time_ms")
+    step_ratio = step_diff = None
+    if step and base_step:
+        step_ratio = ratio_interval(step, base_step, step_pairs)
+        step_diff = difference_interval(step, base_step, step_pairs)
+    higher = metric not in LOWER_IS_BETTER
+    decided = verdict(ratio, margin, higher_is_better=higher)
+    return Comparison(arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff)
+
+
+def default_baseline(configs: list[Configuration], axis: str) -> Any:
+    """The baseline value of an axis: pcie for interconnect, else the first (smallest)."""
+    values = [c.values_by_key.get(axis) for c in configs]
+    wanted = DEFAULT_BASELINES.get(axis)
+    if wanted in [str(v) for v in values]:
+        return wanted
+    return values[0] if values else None
+
+
+def along_axis(
+    configs: list[Configuration], axis: str, baseline: Any, margin: float = DEFAULT_MARGIN
+) -> list[Comparison]:
+    """Every configuration against its baseline along ``axis`` at equal other settings."""
+    comparisons = []
+    for config in configs:
+        settings = config.values_by_key
+        if axis not in settings or str(settings[axis]) == str(baseline):
+            continue
+        wanted = {k: (baseline if k == axis else v) for k, v in settings.items()}
+        base = next(
+            (c for c in configs if {k: str(v) for k, v in c.settings} == _text(wanted)), None
+        )
+        if base is not None and (found := compare_configurations(config, base, axis, margin)):
+            comparisons.append(found)
+    return comparisons
+
+
+def _text(settings: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in settings.items()}
+
+
+@dataclass(frozen=True)
+class ScalingRow:
+    """Throughput at N devices against one device, at equal other settings."""
+
+    config: Configuration
+    devices: int
+    efficiency: Interval | None
+    """throughput(N) / (N x throughput(1)), with its interval; None without a 1-device run."""
+
+
+def scaling_rows(configs: list[Configuration], key: str = "devices") -> list[ScalingRow]:
+    """The scaling table's rows, when ``devices`` is swept."""
+    rows = []
+    for config in configs:
+        settings = config.values_by_key
+        if not isinstance(settings.get(key), int):
+            continue
+        one = {k: (1 if k == key else v) for k, v in settings.items()}
+        single = next((c for c in configs if _text(c.values_by_key) == _text(one)), None)
+        efficiency = None
+        n = settings[key]
+        if single is not None:
+            found = compare_configurations(config, single, key)
+            if found is not None:
+                r = found.ratio
+                efficiency = Interval(r.estimate / n, r.low / n, r.high / n, r.runs, r.method, r.sd)
+        rows.append(ScalingRow(config, n, efficiency))
+    return rows

@@ -1,0 +1,173 @@
+"""Comparisons with confidence intervals and a verdict that survives an A/A test.
+
+A comparison is the ratio of an arm's mean to its baseline's (samples/s, or any metric),
+estimated from independent **runs** (each a fresh world of processes; the timing windows
+inside one run are not independent). The 95 % confidence interval is a t-interval on the
+logarithm of the ratio, so it is symmetric for speed-ups and slow-downs:
+
+- **paired**, when both arms ran in the same rounds of an interleaved sweep (round r of the
+  arm beside round r of the baseline): Student's t on the per-round log ratios, n-1 degrees
+  of freedom, so slow drift of the machine shared by a round cancels;
+- **Welch**, otherwise: the difference of the mean log values with Welch's standard error and
+  the Welch-Satterthwaite degrees of freedom (B. L. Welch, "The generalization of
+  'Student's' problem when several different population variances are involved",
+  Biometrika 34, 1947). With one run on one side, that side borrows the other's variance.
+
+Comparing two alternatives from repeated measurements with a confidence interval, and
+calling them different only when the interval excludes no difference, is the method of
+R. Jain, "The Art of Computer Systems Performance Analysis" (Wiley, 1991), ch. 13; T.
+Kalibera and R. Jones, "Rigorous Benchmarking in Reasonable Time" (ISMM 2013) argue for
+intervals over runs rather than over iterations inside a run.
+
+The verdict adds a practical margin (2 % by default): ``faster`` or ``slower`` when the
+interval excludes 1 and the estimate lies outside ±margin; ``equal`` when the whole interval
+lies inside ±margin; ``inconclusive`` otherwise, with about how many runs per arm would
+decide it. More runs narrow the interval; they never push a verdict toward "noise".
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats as scipy_stats
+
+CONFIDENCE = 0.95
+DEFAULT_MARGIN = 0.02
+VERDICTS = ("faster", "slower", "equal", "inconclusive")
+MAX_RUNS_ADVISED = 1000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with its confidence interval, from independent runs of two arms."""
+
+    estimate: float
+    low: float
+    high: float
+    runs: tuple[int, int]
+    """Runs of the arm and of the baseline."""
+    method: str
+    """"paired" (rounds of one sweep), "welch", or "none" (too few runs for an interval)."""
+    sd: float | None
+    """Standard deviation of one run's value (of one round's difference, when paired), on
+    the scale the interval was computed on (the log scale for ratios)."""
+
+    @property
+    def has_interval(self) -> bool:
+        return self.method != "none"
+
+
+# A ratio is an Interval computed on log values, then exponentiated.
+Ratio = Interval
+
+
+@dataclass(frozen=True)
+class Mean:
+    """A mean over runs with its t-interval (low = high = mean with one run)."""
+
+    mean: float
+    low: float
+    high: float
+    runs: int
+
+
+def _t(df: float, confidence: float = CONFIDENCE) -> float:
+    return float(scipy_stats.t.ppf(0.5 + confidence / 2, df))
+
+
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Mean:
+    """The mean of ``values`` and its t-interval."""
+    n = len(values)
+    mean = statistics.fmean(values)
+    if n < 2:
+        return Mean(mean, mean, mean, n)
+    half = _t(n - 1, confidence) * statistics.stdev(values) / math.sqrt(n)
+    return Mean(mean, mean - half, mean + half, n)
+
+
+def difference_interval(
+    arm: Sequence[float],
+    baseline: Sequence[float],
+    pairs: Sequence[tuple[float, float]] = (),
+    confidence: float = CONFIDENCE,
+) -> Interval:
+    """mean(arm) - mean(baseline) with its interval: paired t over ``pairs`` (values of the
+    same round) when there are two or more, else Welch's t."""
+    runs = (len(arm), len(baseline))
+    if len(pairs) >= 2:
+        diffs = [a - b for a, b in pairs]
+        sd = statistics.stdev(diffs)
+        half = _t(len(diffs) - 1, confidence) * sd / math.sqrt(len(diffs))
+        return _interval(statistics.fmean(diffs), half, runs, "paired", sd)
+    mean = statistics.fmean(arm) - statistics.fmean(baseline)
+    var_a = statistics.variance(arm) if len(arm) > 1 else None
+    var_b = statistics.variance(baseline) if len(baseline) > 1 else None
+    if var_a is None and var_b is None:
+        return Interval(mean, mean, mean, runs, "none", None)
+    if var_a is None or var_b is None:  # one run on one side: it borrows the other's variance
+        var = var_a if var_a is not None else var_b
+        assert var is not None
+        df = float((len(arm) if var_a is not None else len(baseline)) - 1)
+        se = math.sqrt(var / len(arm) + var / len(baseline))
+        return _interval(mean, _t(df, confidence) * se, runs, "welch", math.sqrt(var))
+    se_a, se_b = var_a / len(arm), var_b / len(baseline)
+    if se_a + se_b == 0:
+        return _interval(mean, 0.0, runs, "welch", 0.0)
+    df = (se_a + se_b) ** 2 / (se_a**2 / (len(arm) - 1) + se_b**2 / (len(baseline) - 1))
+    half = _t(df, confidence) * math.sqrt(se_a + se_b)
+    return _interval(mean, half, runs, "welch", math.sqrt((var_a + var_b) / 2))
+
+
+def _interval(mean: float, half: float, runs: tuple[int, int], method: str, sd: float) -> Interval:
+    return Interval(mean, mean - half, mean + half, runs, method, sd)
+
+
+def ratio_interval(
+    arm: Sequence[float],
+    baseline: Sequence[float],
+    pairs: Sequence[tuple[float, float]] = (),
+    confidence: float = CONFIDENCE,
+) -> Interval:
+    """mean(arm) / mean(baseline) as the difference of mean log values, exponentiated (values
+    must be positive: throughputs, times)."""
+    if min([*arm, *baseline]) <= 0:
+        raise ValueError("ratios need positive values")
+    log_pairs = [(math.log(a), math.log(b)) for a, b in pairs]
+    d = difference_interval(
+        [math.log(v) for v in arm], [math.log(v) for v in baseline], log_pairs, confidence
+    )
+    return Interval(math.exp(d.estimate), math.exp(d.low), math.exp(d.high), d.runs, d.method, d.sd)
+
+
+def verdict(ratio: Ratio, margin: float = DEFAULT_MARGIN, higher_is_better: bool = True) -> str:
+    """faster, slower, equal or inconclusive (see the module's docstring)."""
+    if not ratio.has_interval:
+        return "inconclusive"
+    if ratio.low >= 1 - margin and ratio.high <= 1 + margin:
+        return "equal"
+    outside = ratio.estimate > 1 + margin or ratio.estimate < 1 - margin
+    excludes_one = ratio.low > 1 or ratio.high < 1
+    if outside and excludes_one:
+        up = ratio.estimate > 1
+        return "faster" if up == higher_is_better else "slower"
+    return "inconclusive"
+
+
+def runs_to_decide(ratio: Ratio, margin: float = DEFAULT_MARGIN) -> int | None:
+    """About how many runs per arm would decide an inconclusive comparison if the spread
+    stays as seen so far (the smallest n whose t-interval is narrow enough); None when
+    there is no spread to go by."""
+    if not ratio.has_interval or not ratio.sd:
+        return None
+    distance = abs(math.log(ratio.estimate))
+    band = math.log(1 + margin)
+    # Half-width needed: inside the band, to show "equal"; outside, to exclude 1.
+    needed = band - distance if distance < band else distance
+    spread = ratio.sd * (1 if ratio.method == "paired" else math.sqrt(2))
+    for n in range(2, MAX_RUNS_ADVISED):
+        if needed > 0 and _t(n - 1) * spread / math.sqrt(n) < needed:
+            return n
+    return MAX_RUNS_ADVISED

@@ -1,0 +1,116 @@
+"""A sweep as data: every job's result.json, grouped into configurations and their runs.
+
+Jobs that differ only in ``seed`` or in ``round`` (the rounds of an interleaved sweep's
+``repeats``) are runs of one configuration; a job's own ``repeats`` are runs too. A run is
+one fresh world of processes: the unit a confidence interval is computed over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from linkbench.analysis.stats import Mean, mean_interval
+from linkbench.files import RESULT_FILE, headline, override_values, read_json
+
+# Keys whose values make runs of one configuration, not configurations of their own.
+REPEAT_KEYS = ("seed", "round")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's metrics, and the sweep round it ran in (None outside interleaved rounds)."""
+
+    metrics: dict[str, Any]
+    round: int | None
+
+
+@dataclass
+class Configuration:
+    """One configuration of a sweep (its swept settings) and its jobs."""
+
+    settings: tuple[tuple[str, Any], ...]
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def values_by_key(self) -> dict[str, Any]:
+        return dict(self.settings)
+
+    def headline(self) -> tuple[str, str]:
+        """(metric, unit) of this configuration's task."""
+        return headline(self.jobs[0])
+
+    def label(self, skip: str | None = None) -> str:
+        shown = [f"{k}={v}" for k, v in self.settings if k != skip]
+        return ", ".join(shown) or "(one configuration)"
+
+    def runs(self) -> list[Run]:
+        """Every run of every completed job."""
+        out = []
+        for job in self.jobs:
+            if job.get("status") == "completed":
+                for metrics in job.get("repeat_metrics") or [job["metrics"]]:
+                    out.append(Run(metrics, job.get("round")))
+        return out
+
+    def values(self, key: str) -> list[float]:
+        return [r.metrics[key] for r in self.runs() if isinstance(r.metrics.get(key), (int, float))]
+
+    def by_round(self, key: str) -> dict[int, float]:
+        """round -> value, for runs of interleaved rounds (one run per round)."""
+        return {
+            r.round: r.metrics[key]
+            for r in self.runs()
+            if r.round is not None and isinstance(r.metrics.get(key), (int, float))
+        }
+
+    def mean(self, key: str) -> Mean | None:
+        values = self.values(key)
+        return mean_interval(values) if values else None
+
+    @property
+    def status(self) -> str:
+        states = {str(job.get("status")) for job in self.jobs}
+        return states.pop() if len(states) == 1 else "partial"
+
+    def first(self, key: str) -> Any:
+        """A job-level field (transport, backend...) of the first completed job, or any."""
+        done = [j for j in self.jobs if j.get("status") == "completed"] or self.jobs
+        return done[0].get(key)
+
+
+def load_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
+    """Every job's result.json under the sweep directory, in path order."""
+    results = []
+    for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}")):
+        result = read_json(path)
+        if result is not None:
+            result["job"] = path.parent.name
+            results.append(result)
+    return results
+
+
+def swept_keys(results: list[dict[str, Any]]) -> list[str]:
+    """Override keys whose values differ between the jobs, in first-seen order."""
+    seen: dict[str, set] = {}
+    for result in results:
+        for key, value in override_values(result.get("overrides", [])).items():
+            seen.setdefault(key, set()).add(str(value))
+    return [k for k, values in seen.items() if len(values) > 1]
+
+
+def _order(settings: tuple[tuple[str, Any], ...]) -> tuple:
+    """Sort key: numbers by value, everything else by text."""
+    return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) for _, v in settings)
+
+
+def group(results: list[dict[str, Any]], keys: list[str]) -> list[Configuration]:
+    """Jobs grouped into configurations, in the order of their swept values."""
+    configs: dict[tuple, Configuration] = {}
+    settings_keys = [k for k in keys if k not in REPEAT_KEYS]
+    for result in results:
+        values = override_values(result.get("overrides", []))
+        settings = tuple((k, values.get(k)) for k in settings_keys)
+        configs.setdefault(settings, Configuration(settings)).jobs.append(result)
+    return sorted(configs.values(), key=lambda c: _order(c.settings))

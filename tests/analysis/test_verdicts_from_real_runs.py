@@ -1,0 +1,39 @@
+"""Verdicts from real sweeps on this machine: an injected effect is found and sized, and a
+device sweep prints the scaling table."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+from ..conftest import run_cli
+
+# The issue's command injects 5 ms (benchmarks/RESULTS.md has that run); on a 2-core machine
+# whose runs of the same job differ by up to 30 %, 3 runs decide a larger effect every time.
+INJECTED_MS = 20
+
+
+def test_an_injected_delay_is_found_slower_and_its_interval_covers_it(tmp_path):
+    args = [
+        "-m", "backend=gloo", "devices=2", f"debug.step_delay_ms=0,{INJECTED_MS}", "repeats=3",
+        "hydra.callbacks.sweep_summary.axis=debug.step_delay_ms",
+        "hydra.callbacks.sweep_summary.baseline=0", "steps=40", "log_every=10",
+        f"hydra.sweep.dir={tmp_path}",
+    ]  # fmt: skip
+    done = run_cli(args, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(line for line in done.stdout.splitlines() if "debug.step_delay_ms=20 vs 0" in line)
+    assert "3 vs 3 runs, paired" in line and "**slower**" in line, line
+    low, high = map(float, re.search(r"step time \S+ ms \[(\S+), (\S+)\]", line).groups())
+    assert low <= INJECTED_MS <= high, line
+
+
+def test_a_device_sweep_on_cpu_prints_the_scaling_table(tmp_path):
+    args = ["-m", "devices=1,2", "steps=20", "untimed_steps=4", "log_every=4", "batch=8",
+            "task.no_sync_steps=2", f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
+    done = run_cli(args, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "## Scaling with devices" in done.stdout
+    rows = list(csv.DictReader((tmp_path / "summary.csv").open()))
+    two = next(r for r in rows if r["devices"] == "2")
+    assert 0 < float(two["scaling_efficiency"]) < 2
