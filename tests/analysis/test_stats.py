@@ -122,9 +122,13 @@ def test_runs_to_decide_grows_as_the_question_gets_harder():
     assert runs_to_decide(clear) < runs_to_decide(near)
 
 
-def test_mean_interval_is_students():
-    mean = mean_interval([10.0, 12.0, 14.0])
-    assert mean.mean == 12.0
-    # t(0.975, 2) = 4.303; sd = 2; half = 4.303 * 2 / sqrt(3)
-    assert mean.high - mean.mean == pytest.approx(4.303 * 2 / math.sqrt(3), rel=1e-3)
+def test_mean_interval_is_students_on_the_scale_of_the_values():
+    # Values that can be negative (a comm fraction): the arithmetic mean and Student's t.
+    mean = mean_interval([-0.1, 0.1, 0.3])
+    assert mean.mean == pytest.approx(0.1)
+    # t(0.975, 2) = 4.303; sd = 0.2; half = 4.303 * 0.2 / sqrt(3)
+    assert mean.high - mean.mean == pytest.approx(4.303 * 0.2 / math.sqrt(3), rel=1e-3)
+    # Throughputs: the geometric mean, its interval on the log scale (never below zero).
+    rate = mean_interval([10.0, 1000.0])
+    assert rate.mean == pytest.approx(100.0) and 0 < rate.low < 10 and rate.high > 1000
     assert mean_interval([5.0]).low == 5.0

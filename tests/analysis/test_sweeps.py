@@ -6,6 +6,7 @@ import csv
 import json
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -64,7 +65,8 @@ def test_summary_states_each_verdict_with_its_interval(tmp_path):
     assert "**equal** (within ±2%)" in lines["- at batch=64"]
     assert "**inconclusive**; about" in lines["- at batch=256"]
     assert "3 vs 3 runs, welch" in lines["- at batch=32"]
-    assert "interconnect=nvlink, batch=256: 5,100.0 [" in text and "(3 runs)" in text
+    geometric = statistics.geometric_mean([5000, 5100, 5200])
+    assert f"interconnect=nvlink, batch=256: {geometric:,.1f} [" in text and "(3 runs)" in text
     with (tmp_path / "summary.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 7  # one row per configuration
@@ -122,7 +124,8 @@ def test_a_seed_sweep_is_runs_of_one_configuration(tmp_path):
     for seed, value in enumerate([900.0, 1000.0, 1100.0]):
         fake_job(tmp_path, ["interconnect=nvlink", f"seed={seed}"], [value])
     text = write_summary(tmp_path)
-    assert "- (one configuration): 1,000.0 [" in text and "samples/s (3 runs)" in text
+    geometric = statistics.geometric_mean([900.0, 1000.0, 1100.0])
+    assert f"- (one configuration): {geometric:,.1f} [" in text and "samples/s (3 runs)" in text
 
 
 def test_compare_two_sweeps(tmp_path):
@@ -208,8 +211,8 @@ def test_committed_cpu_experiment_sweeps_and_summarises_itself(cpu_sweep):
     assert (result["steps"], result["model"], result["backend"]) == (12, "tiny", "gloo")
     assert "# Sweep summary" in done.stdout and "no effect" in done.stdout
     # Round 1 ran every configuration before round 2 ran any.
-    order = [line.split("job ")[1].split(":")[0] for line in done.stderr.splitlines()
-             if "[linkbench][INFO] - job " in line]  # fmt: skip
+    console = (done.stdout + done.stderr).splitlines()
+    order = [line.split("- job ")[1].split(":")[0] for line in console if "] - job /" in line]
     assert [name.rsplit("round=", 1)[1] for name in order] == ["0"] * 4 + ["1"] * 4
     # An A/A test: the interconnect arms run the same gloo code.
     verdicts = [line for line in done.stdout.splitlines() if "interconnect=nvlink vs pcie" in line]

@@ -35,6 +35,7 @@ CONTEXT = {
 ZERO_ALLOWED = {
     "untimed_steps", "scaling.lr_warmup_steps", "model.weight_decay", "data.num_workers",
     "task.no_sync_steps", "task.warmup_iters", "checkpoint.every_steps", "debug.crash_rank",
+    "debug.step_delay_ms", "debug.log_delay_ms",
 }  # fmt: skip
 ANY_INTEGER = {"seed"}
 # Keys read by task=allreduce only.

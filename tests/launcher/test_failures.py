@@ -63,15 +63,22 @@ def _wait_for_metrics(process: subprocess.Popen, job: Path, at_least_step: int =
     pytest.fail("the job never wrote metrics.json")
 
 
-def _gone(pids: list[int]) -> bool:
-    """No process in ``pids`` is alive any more (zombies count as gone)."""
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has ended
+
+
+def _gone(pids: list[int], within_s: float = 10.0) -> bool:
+    """No process in ``pids`` is alive within ``within_s`` seconds (the forkserver notices
+    that its parent ended on its next read, which a loaded machine may delay)."""
+    deadline = time.monotonic() + within_s
+    while any(_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
             return False
+        time.sleep(0.2)
     return True
 
 

@@ -66,7 +66,7 @@ def _plot_metric(sweep_dir: Path, configs: list[Configuration], key: str) -> Pat
         labels = [c.label() for c, _ in points]
         axes.set_xticks(range(len(means)), labels, rotation=20, ha="right", fontsize=8)
     axes.set_ylabel(ylabel)
-    axes.set_title(f"{ylabel}: mean, bars 95% interval over runs", fontsize=10)
+    axes.set_title(f"{ylabel}: geometric mean, bars 95% interval over runs", fontsize=10)
     axes.grid(alpha=0.3)
     return _save(figure, sweep_dir / name)
 
@@ -79,6 +79,7 @@ def _plot_ratios(sweep_dir: Path, comparisons: list[Comparison]) -> Path | None:
     margin = comparisons[0].margin
     axes.axvspan(1 - margin, 1 + margin, color="tab:green", alpha=0.15, label=f"±{margin:.0%}")
     axes.axvline(1.0, color="grey", lw=1)
+    axes.set_xscale("log")  # a speed-up and the slow-down it undoes lie equally far from 1
     for row, c in enumerate(comparisons):
         r = c.ratio
         color = {"faster": "tab:blue", "slower": "tab:red"}.get(c.verdict, "black")

@@ -42,8 +42,9 @@ SCALING_NOTE = (
     "interval from the runs' throughput ratio."
 )
 METHOD = (
-    "Each ratio is the arm's mean over its baseline's, with a {confidence:.0%} interval from "
-    "independent runs (each a fresh world of processes): a paired t-interval on the log ratios "
+    "Each ratio is the arm's geometric mean over its baseline's, with a {confidence:.0%} "
+    "interval from independent runs (each a fresh world of processes): a paired t-interval on "
+    "the log ratios "
     "of the rounds both ran, or Welch's t-interval on log values "
     "(src/linkbench/analysis/stats.py). faster/slower: the interval excludes 1 and the "
     "estimate lies outside ±{margin:.0%}; equal: the whole interval lies inside ±{margin:.0%}; "
@@ -144,11 +145,34 @@ def markdown(
             "",
         ]
         out += [*_scaling_table(scaling), ""]
-    out += [f"## Configurations: mean [{CONFIDENCE:.0%} interval over runs]", ""]
+    out += [f"## Configurations: geometric mean [{CONFIDENCE:.0%} interval over runs]", ""]
     for config in configs:
         key, unit = config.headline()
         out.append(f"- {config.label()}: {_mean(config.mean(key), unit)}")
+    out += ["", "## Jobs", "", *_jobs_table(configs)]
     return "\n".join(out) + "\n"
+
+
+def _jobs_table(configs: list[Configuration]) -> list[str]:
+    """One row per job: where it ran, how it ended, what it measured, which transport."""
+    out = [
+        "| job | status | runs | headline | step ms | exposed comm | transport | verified |",
+        "|---|---|---:|---:|---:|---:|---|---|",
+    ]
+    for config in configs:
+        key, unit = config.headline()
+        for job in config.jobs:
+            metrics, transport = job.get("metrics", {}), job.get("transport") or {}
+            runs = len(job.get("repeat_metrics") or ([metrics] if metrics else []))
+            comm = metrics.get("comm_fraction")
+            out.append(
+                f"| {job.get('job')} | {job.get('status')} | {runs} | "
+                f"{_fmt(metrics.get(key))} {unit if key in metrics else ''} | "
+                f"{_fmt(metrics.get('step_time_ms'), 2)} | "
+                f"{f'{comm:.1%}' if isinstance(comm, float) else ''} | "
+                f"{_fmt(transport.get('transport'))} | {_fmt(transport.get('verified'))} |"
+            )
+    return out
 
 
 def configuration_rows(

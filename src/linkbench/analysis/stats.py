@@ -1,8 +1,8 @@
 """Comparisons with confidence intervals and a verdict that survives an A/A test.
 
-A comparison is the ratio of an arm's mean to its baseline's (samples/s, or any metric),
-estimated from independent **runs** (each a fresh world of processes; the timing windows
-inside one run are not independent). The 95 % confidence interval is a t-interval on the
+A comparison is the ratio of an arm's geometric mean to its baseline's (samples/s, or any
+metric), estimated from independent **runs** (each a fresh world of processes; the timing
+windows inside one run are not independent). The 95 % confidence interval is a t-interval on the
 logarithm of the ratio, so it is symmetric for speed-ups and slow-downs:
 
 - **paired**, when both arms ran in the same rounds of an interleaved sweep (round r of the
@@ -79,12 +79,17 @@ def _t(df: float, confidence: float = CONFIDENCE) -> float:
 
 
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Mean:
-    """The mean of ``values`` and its t-interval."""
+    """The mean of ``values`` and its t-interval; for positive values (throughputs, times)
+    the geometric mean and a t-interval on the log scale, the scale ratios are taken on."""
     n = len(values)
-    mean = statistics.fmean(values)
-    if n < 2:
-        return Mean(mean, mean, mean, n)
-    half = _t(n - 1, confidence) * statistics.stdev(values) / math.sqrt(n)
+    if n == 1:
+        return Mean(values[0], values[0], values[0], 1)
+    positive = min(values) > 0
+    scaled = [math.log(v) for v in values] if positive else list(values)
+    mean = statistics.fmean(scaled)
+    half = _t(n - 1, confidence) * statistics.stdev(scaled) / math.sqrt(n) if n > 1 else 0.0
+    if positive:
+        return Mean(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n)
     return Mean(mean, mean - half, mean + half, n)
 
 
@@ -131,7 +136,7 @@ def ratio_interval(
     pairs: Sequence[tuple[float, float]] = (),
     confidence: float = CONFIDENCE,
 ) -> Interval:
-    """mean(arm) / mean(baseline) as the difference of mean log values, exponentiated (values
+    """The ratio of geometric means, the difference of mean log values exponentiated (values
     must be positive: throughputs, times)."""
     if min([*arm, *baseline]) <= 0:
         raise ValueError("ratios need positive values")
