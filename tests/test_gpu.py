@@ -179,3 +179,23 @@ def test_resume_from_a_checkpoint_with_cuda_graphs(tmp_path):
     assert resumed["metrics"]["final_loss"] == pytest.approx(
         whole["metrics"]["final_loss"], rel=0.01
     )
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_a_traced_resnet50_job_has_kernels_an_overlap_figure_and_counters(tmp_path):
+    args = ["model=resnet50", "precision=bf16", "batch=64", "data=fake", "data.size=2048",
+            "data.num_workers=4", "steps=40", "untimed_steps=10", "log_every=10",
+            "profile=trace", "devices=1", f"hydra.run.dir={tmp_path}"]  # fmt: skip
+    done = run_cli(args, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(tmp_path)
+    rank = result["trace"]["ranks"][0]
+    assert rank["device"] == "cuda" and rank["compute_ms"] > 0 and rank["steps"] == 5
+    hw = result["hw"]
+    assert hw["available"], hw
+    assert hw["gpu_util_pct_mean"] > 0 and hw["power_w_mean"] > 0
+    # data=fake copies every batch from the host: PCIe carried bytes.
+    assert hw.get("pcie_rx_bytes_per_step", 0) > 0 or hw.get("pcie_tx_gbps_mean", 0) > 0
+    witness = result["transport"]["hardware"]
+    assert witness["witnessed"] is None  # one GPU: no traffic between GPUs to witness

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import re
 
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
 from ..conftest import run_cli
 
 # The command injects 5 ms (benchmarks/RESULTS.md has that run); on a 2-core machine
@@ -37,3 +39,17 @@ def test_a_device_sweep_on_cpu_prints_the_scaling_table(tmp_path):
     rows = list(csv.DictReader((tmp_path / "summary.csv").open()))
     two = next(r for r in rows if r["devices"] == "2")
     assert 0 < float(two["scaling_efficiency"]) < 2
+
+
+def test_a_traced_sweep_shows_where_the_step_goes(tmp_path):
+    args = ["-m", "interconnect=nvlink,pcie", "profile=trace", "profile.steps=2", "steps=6",
+            "untimed_steps=2", "log_every=2", "batch=4", f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
+    done = run_cli(args, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "## Where the step goes (profile=trace)" in done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| interconnect=")]
+    assert len(rows) >= 2 and all(row.count("|") == 9 for row in rows[:2]), rows
+    assert (tmp_path / "step_breakdown.png").stat().st_size > 10_000
+    events = EventAccumulator(str(tmp_path / "_summary"))
+    events.Reload()
+    assert "sweep/step_breakdown" in events.Tags()["images"]

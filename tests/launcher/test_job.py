@@ -177,3 +177,22 @@ def test_a_model_from_outside_the_package_trains_from_one_yaml_file(tmp_path):
     assert result["metrics"]["flops_per_sample"] > 0
     rerun = (job / "rerun.yaml").read_text()
     assert "my_models.mlp.WideMLP" in rerun
+
+
+def test_profile_trace_writes_a_trace_per_rank_and_its_breakdown(tmp_path):
+    job = tmp_path / "job"
+    args = [*QUICK, "profile=trace", "profile.steps=3", "nvtx=true", f"hydra.run.dir={job}"]
+    done = run_cli(args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(job)
+    traces = sorted((job / "traces").iterdir())
+    assert [p.name for p in traces] == ["rank0.json.gz", "rank1.json.gz"]
+    assert result["trace"]["files"] == [str(p) for p in traces]
+    for rank in result["trace"]["ranks"]:
+        assert rank["device"] == "cpu" and rank["steps"] == 3
+        assert rank["comm_events"] > 0, "gloo's collectives are visible"
+        assert 0 < rank["compute_ms"] < rank["step_ms"]
+    assert result["hw"]["available"] is False  # no GPU: the block says why
+    events = EventAccumulator(str(job))
+    events.Reload()
+    assert "trace/rank1/exposed_comm_ms" in events.Tags()["scalars"]

@@ -21,6 +21,7 @@ from linkbench.analysis.compare import Comparison
 from linkbench.analysis.stats import Mean
 from linkbench.analysis.sweep import Configuration
 
+SUMMARY_RUN = "_summary"  # the sweep's own TensorBoard run, beside one run per job
 PLOTS = {
     "samples_per_sec": ("throughput.png", "samples/s (global)"),
     "comm_fraction": ("comm_fraction.png", "exposed communication / step"),
@@ -103,6 +104,47 @@ def _ratio_axis_labels(axes: Axes, comparisons: list[Comparison]) -> None:
     axes.grid(alpha=0.3, axis="x")
 
 
+BREAKDOWN = (
+    ("compute_only_ms", "compute", "tab:blue"),
+    ("overlapped_ms", "overlapped communication", "tab:green"),
+    ("exposed_comm_ms", "exposed communication", "tab:red"),
+    ("other_ms", "other (idle, copies)", "tab:grey"),
+)
+
+
+def _plot_breakdown(sweep_dir: Path, configs: list[Configuration]) -> Path | None:
+    """A stacked bar of each traced configuration's step."""
+    traced = [(c, t) for c in configs if (t := c.trace_means()) is not None]
+    if not traced:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 0.5 * len(traced) + 1.8))
+    left = [0.0] * len(traced)
+    for key, label, color in BREAKDOWN:
+        widths = [max(0.0, t[key]) for _, t in traced]
+        axes.barh(range(len(traced)), widths, left=left, color=color, label=label)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    axes.set_yticks(range(len(traced)), [c.label() for c, _ in traced], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("ms per step (profiled steps, mean over ranks)")
+    axes.set_title("where the step goes", fontsize=10)
+    axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4)
+    axes.grid(alpha=0.3, axis="x")
+    path = _save(figure, sweep_dir / "step_breakdown.png")
+    _to_tensorboard(sweep_dir, path)
+    return path
+
+
+def _to_tensorboard(sweep_dir: Path, image: Path) -> None:
+    """The sweep's picture as an image in TensorBoard (run ``_summary`` of the sweep)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(sweep_dir / SUMMARY_RUN))
+    try:
+        writer.add_image(f"sweep/{image.stem}", plt.imread(image)[..., :3], 0, dataformats="HWC")
+    finally:
+        writer.close()
+
+
 def _plot_busbw_by_size(sweep_dir: Path, configs: list[Configuration]) -> Path | None:
     figure, axes = plt.subplots(figsize=(7, 4.2))
     drawn = False
@@ -131,4 +173,5 @@ def plot_sweep(
     """Write the plots that the sweep's data supports; returns their paths."""
     made = [_plot_metric(sweep_dir, configs, key) for key in PLOTS]
     made += [_plot_ratios(sweep_dir, comparisons), _plot_busbw_by_size(sweep_dir, configs)]
+    made.append(_plot_breakdown(sweep_dir, configs))
     return [p for p in made if p is not None]

@@ -37,6 +37,12 @@ from linkbench.files import RESULT_FILE
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
+TRACE_NOTE = (
+    "Milliseconds per profiled step, mean over ranks and traced jobs, from the torch.profiler "
+    "traces (src/linkbench/analysis/trace.py has the definitions; overlap ratio = time "
+    "computing while communicating / time communicating, as HolisticTraceAnalysis defines "
+    "it). The no_sync probe measures exposed communication another way: the two should agree."
+)
 SCALING_NOTE = (
     "Scaling efficiency = throughput(N) / (N x throughput(1)) at equal other settings, its "
     "interval from the runs' throughput ratio."
@@ -145,12 +151,36 @@ def markdown(
             "",
         ]
         out += [*_scaling_table(scaling), ""]
+    if breakdown := _trace_table(configs):
+        out += ["## Where the step goes (profile=trace)", "", TRACE_NOTE, "", *breakdown, ""]
     out += [f"## Configurations: geometric mean [{CONFIDENCE:.0%} interval over runs]", ""]
     for config in configs:
         key, unit = config.headline()
         out.append(f"- {config.label()}: {_mean(config.mean(key), unit)}")
     out += ["", "## Jobs", "", *_jobs_table(configs)]
     return "\n".join(out) + "\n"
+
+
+def _trace_table(configs: list[Configuration]) -> list[str]:
+    rows = []
+    for config in configs:
+        if (t := config.trace_means()) is None:
+            continue
+        probe = config.mean("comm_exposed_ms")
+        ratio = t.get("overlap_ratio")
+        rows.append(
+            f"| {config.label()} | {t['step_ms']:.2f} | {t['compute_only_ms']:.2f} | "
+            f"{t['overlapped_ms']:.2f} | {t['exposed_comm_ms']:.2f} | "
+            f"{_fmt(probe and probe.mean, 2)} | {t['other_ms']:.2f} | "
+            f"{'' if ratio is None else f'{ratio:.0%}'} |"
+        )
+    if not rows:
+        return []
+    header = (
+        "| configuration | step ms | compute only | overlapped comm | exposed comm (trace) "
+        "| exposed comm (no_sync probe) | other | overlap ratio |"
+    )
+    return [header, "|---|---:|---:|---:|---:|---:|---:|---:|", *rows]
 
 
 def _jobs_table(configs: list[Configuration]) -> list[str]:

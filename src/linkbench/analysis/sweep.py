@@ -7,6 +7,7 @@ one fresh world of processes: the unit a confidence interval is computed over.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,17 @@ class Configuration:
     def mean(self, key: str) -> Mean | None:
         values = self.values(key)
         return mean_interval(values) if values else None
+
+    def trace_means(self) -> dict[str, float] | None:
+        """The profiled steps' breakdown (:mod:`linkbench.analysis.trace`): the mean over the
+        traced jobs of their means over ranks; None when no job was traced."""
+        traced = [j["trace"]["mean"] for j in self.jobs if j.get("trace")]
+        if not traced:
+            return None
+        keys = [k for k, v in traced[0].items() if isinstance(v, float)]
+        return {
+            k: statistics.fmean(t[k] for t in traced if isinstance(t.get(k), float)) for k in keys
+        }
 
     @property
     def status(self) -> str:

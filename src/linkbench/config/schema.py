@@ -107,12 +107,19 @@ class TaskName(Choice):
     allreduce = "allreduce"
 
 
+class ProfileName(Choice):
+    none = "none"
+    trace = "trace"
+
+
 class Collective(Choice):
     all_reduce = "all_reduce"
     all_gather = "all_gather"
     reduce_scatter = "reduce_scatter"
 
 
+# NVML updates utilisation and PCIe throughput over windows of 20 ms and more.
+MAX_SAMPLE_HZ = 50.0
 # Hydra's basic sweeper with a sweep's repeats run as interleaved rounds.
 ROUNDS_SWEEPER = "hydra_plugins.linkbench_sweeper.rounds_sweeper.RoundsSweeper"
 # torch.compile's modes (torch.compile's docstring); hyphens rule out an enum.
@@ -320,6 +327,20 @@ class TaskConfig:
 
 
 @dataclass
+class ProfileConfig:
+    """``profile/``: torch.profiler traces of a few steps after the timed ones, every rank."""
+
+    name: ProfileName = ProfileName.none
+    steps: int = 5
+    """Steps recorded (after one unrecorded warm-up step of the profiler)."""
+    record_shapes: bool = False
+    with_stack: bool = False
+
+    def __post_init__(self) -> None:
+        require_positive("profile.", steps=self.steps)
+
+
+@dataclass
 class CheckpointConfig:
     """``checkpoint``: periodic, atomic checkpoints in the job directory."""
 
@@ -361,6 +382,7 @@ class Config:
     ddp: DDPConfig = field(default_factory=DDPConfig)
     comm_hook: CommHookConfig = field(default_factory=CommHookConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
     batch: int = 32
@@ -392,6 +414,11 @@ class Config:
     """Capture the whole step (forward, backward, all-reduce, optimizer) as one CUDA graph."""
     cudnn_benchmark: bool = True
     """Let cuDNN time its convolution algorithms in the first step and keep the fastest."""
+    nvtx: bool = False
+    """NVTX ranges around forward, backward, optimizer and each bucket's all-reduce (for
+    Nsight Systems: ``nsys profile -t cuda,nvtx,osrt python run.py ...``)."""
+    hw_sample_hz: float = 10.0
+    """NVML samples of each GPU per second during the timed steps (0: off)."""
 
     def __post_init__(self) -> None:
         if self.warmup_steps is not None:
@@ -415,6 +442,11 @@ class Config:
         require(
             self.dist_timeout_s > 0,
             f"dist_timeout_s={self.dist_timeout_s} must be positive seconds.",
+        )
+        require(
+            0 <= self.hw_sample_hz <= MAX_SAMPLE_HZ,
+            f"hw_sample_hz={self.hw_sample_hz} must be from 0 (off) to {MAX_SAMPLE_HZ}; NVML "
+            "refreshes its counters every 20 ms or more.",
         )
         require(
             self.devices is None or self.devices > 0,

@@ -91,10 +91,11 @@ def session_end_pb(completed: bool) -> Summary:
 
 
 def write_job_summary(
-    plan: JobPlan, metrics: dict[str, Any], repeat_metrics: list[dict[str, Any]], completed: bool
+    plan: JobPlan, result: dict[str, Any], repeat_metrics: list[dict[str, Any]], completed: bool
 ) -> None:
-    """The launching process's once-per-job record: the HParams session, final/* and
-    repeats/* scalars, the custom-scalars layout."""
+    """The launching process's once-per-job record: the HParams session, final/*, repeats/*
+    and trace/* scalars, the custom-scalars layout."""
+    metrics = result["metrics"]
     writer = SummaryWriter(log_dir=plan.job_dir)
     try:
         session = summary_v2.hparams_pb(hparams_of(plan), trial_id=plan.job_dir)
@@ -110,5 +111,9 @@ def write_job_summary(
             for key in REPEAT_METRICS:
                 if isinstance(values.get(key), (int, float)):
                     writer.add_scalar(f"repeats/{key}", values[key], repeat)
+        for rank in (result.get("trace") or {}).get("ranks", []):
+            for key, value in rank.items():
+                if key.endswith(("_ms", "_ratio")) and isinstance(value, float):
+                    writer.add_scalar(f"trace/rank{rank['rank']}/{key}", value, 0)
     finally:
         writer.close()

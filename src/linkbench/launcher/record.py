@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from linkbench.analysis.trace import analyse as analyse_traces
 from linkbench.config.plan import JobPlan, with_repeat
 from linkbench.files import (
     HARDWARE_FILE,
@@ -27,6 +28,7 @@ from linkbench.files import (
 from linkbench.launcher.hparams import write_job_summary
 from linkbench.launcher.provenance import git_state
 from linkbench.link.topology import versions
+from linkbench.link.transport import hardware_witness
 
 
 def now_iso() -> str:
@@ -150,8 +152,16 @@ class JobRecord:
             self.fields["warnings"] = list(hardware.get("warnings", []))
             if self.transports:
                 self.fields["transport"] = combine_transports(self.transports)
+                self.fields["transport"]["hardware"] = hardware_witness(
+                    self.fields.get("hw"),
+                    self.fields["metrics"].get("comm_bytes_per_step"),
+                    str(self.plan.config.interconnect.expected_transport),
+                    self.plan.world_size,
+                )
+            if (trace := analyse_traces(self.job_dir)) is not None:
+                self.fields["trace"] = trace
             self._write_manifest(hardware)
-            write_job_summary(self.plan, self.fields["metrics"], runs, self.completed)
+            write_job_summary(self.plan, self.fields, runs, self.completed)
         self.fields["duration_s"] = round(time.monotonic() - self._started, 3)
         self.fields["ended_at"] = now_iso()
         write_json(self.job_dir / RESULT_FILE, self.fields)

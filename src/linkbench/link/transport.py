@@ -81,3 +81,42 @@ def verify(
         return {**result, "verified": None, "reason": reason}
     verified, reason = _verdict(summary, expected)
     return {**result, "verified": verified, "reason": reason}
+
+
+# NVLink bytes per step per GPU a ring all-reduce of the gradients moves, as a share of
+# 2(n-1)/n x gradient bytes, inside which the counters confirm the arm (order of magnitude:
+# NCCL may pick a tree, split channels, or add protocol bytes).
+WITNESS_BAND = (0.25, 4.0)
+# Below this share the counters show no NVLink traffic worth the name.
+NO_TRAFFIC_SHARE = 0.01
+
+
+def hardware_witness(
+    hw: dict[str, Any] | None, comm_bytes: float | None, expected: str, world_size: int
+) -> dict[str, Any]:
+    """What the GPUs' NVLink counters say of the arm: ``witnessed`` true, false or None.
+
+    An arm expecting P2P over NVLink must show NVLink bytes per step per GPU of the order of
+    the ring all-reduce's 2(n-1)/n x the bytes all-reduced; an arm expecting SHM or NET must
+    show about none."""
+    per_step = (hw or {}).get("nvlink_tx_bytes_per_step")
+    if not hw or not hw.get("available"):
+        return {"witnessed": None, "reason": (hw or {}).get("reason", "no hardware counters")}
+    if per_step is None:
+        return {"witnessed": None, "reason": "this GPU's driver reports no NVLink counters"}
+    out: dict[str, Any] = {"nvlink_tx_bytes_per_step": per_step}
+    if world_size < 2 or not comm_bytes:
+        return {**out, "witnessed": None, "reason": "one rank: no traffic between GPUs"}
+    ring = 2 * (world_size - 1) / world_size * comm_bytes
+    share = per_step / ring
+    out.update(ring_bytes_per_step=ring, share_of_ring=share)
+    if expected == "P2P":
+        low, high = WITNESS_BAND
+        ok = low <= share <= high
+        reason = f"NVLink carried {share:.2f}x the ring's bytes per step"
+        return {**out, "witnessed": ok, "reason": reason + ("" if ok else ": not the all-reduce")}
+    if expected in ("SHM", "NET"):
+        ok = share < NO_TRAFFIC_SHARE
+        reason = f"NVLink carried {share:.3f}x the ring's bytes per step"
+        return {**out, "witnessed": ok, "reason": reason + ("" if ok else ": NVLink was used")}
+    return {**out, "witnessed": None, "reason": "interconnect=auto expects no particular link"}

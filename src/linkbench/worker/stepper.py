@@ -55,8 +55,9 @@ class Stepper:
         self._delay_s = cfg.debug.step_delay_ms / 1e3
         self.cuda_graphs = cfg.cuda_graphs
         self._side = torch.cuda.Stream(device) if self.cuda_graphs else None
+        self._nvtx = cfg.nvtx
         with self._on_side():
-            self.ddp_model = ddp.wrap(model, cfg.ddp, cfg.comm_hook, device)
+            self.ddp_model = ddp.wrap(model, cfg.ddp, cfg.comm_hook, device, nvtx=cfg.nvtx)
         if self._side is not None:
             torch.cuda.current_stream(device).wait_stream(self._side)
         # DDP samples its comm/compute timings on the host; a captured step never runs that
@@ -104,14 +105,20 @@ class Stepper:
     def _eager(self, batch: Batch, zero_grad: bool = True) -> torch.Tensor:
         inputs, targets = batch
         autocast = precision.autocast(self._precision, self._device, cache=not self.cuda_graphs)
-        with autocast:
+        with self._phase("forward"), autocast:
             loss = self._loss(self._forward(inputs), targets)
-        self.scaler.scale(loss).backward()
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        if zero_grad:
-            self.optimizer.zero_grad(set_to_none=True)
+        with self._phase("backward"):
+            self.scaler.scale(loss).backward()
+        with self._phase("optimizer"):
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            if zero_grad:
+                self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()
+
+    def _phase(self, name: str) -> contextlib.AbstractContextManager:
+        """An NVTX range named after the phase, with ``nvtx=true``."""
+        return torch.cuda.nvtx.range(name) if self._nvtx else contextlib.nullcontext()
 
     def _graph_step(self, batch: Batch, sync: bool) -> torch.Tensor:
         if sync not in self._graphs:

@@ -34,6 +34,8 @@ from linkbench.parts.models import build_model, materialize
 from linkbench.parts.scaling import warmup_factor
 from linkbench.worker import checkpoint, probe
 from linkbench.worker.board import Board
+from linkbench.worker.counters import CounterSampler, combine
+from linkbench.worker.profiling import record_trace
 from linkbench.worker.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker.stepper import Stepper
 from linkbench.worker.timing import WindowTimer
@@ -125,6 +127,7 @@ class TrainingRun:
         self.mean_loss = float("nan")
         self.first_step_s: float | None = None
         self.timeline: dict[str, float] = {}
+        self.counters = CounterSampler(me.device, self.cfg.hw_sample_hz)
 
     def run(self) -> None:
         """Every step from the first (or the checkpoint's next) to ``steps``."""
@@ -133,6 +136,7 @@ class TrainingRun:
         every = cfg.checkpoint.every_steps
         crash_at = cfg.debug.crash_at_step if me.rank == cfg.debug.crash_rank else None
         if self.timed_from == self.first:
+            self.counters.start()
             self.timer.start()
         started = time.perf_counter()
         for done in range(self.first + 1, steps + 1):
@@ -147,6 +151,7 @@ class TrainingRun:
                 self.first_step_s = time.perf_counter() - started
                 self.timeline["first_step_done_at"] = time.time()
             if done == self.timed_from:
+                self.counters.start()
                 self.timer.start()
             if done % log_every == 0 or done == steps:
                 self._log_step(done)
@@ -204,6 +209,10 @@ class TrainingRun:
         if me.device.type == "cuda":
             # Peak memory of the training steps, before the probe may capture a second graph.
             metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
+        hw: list[Any] = [None] * me.world_size
+        dist.all_gather_object(hw, self.counters.stop(metrics["timed_steps"]))
+        self.hw = combine(hw)
+        record_trace(self.stepper, self.plan, me)
         metrics.update(probe.measure(self.stepper, self.plan, me))
         metrics["lr"] = self.plan.lr
         return metrics
@@ -225,7 +234,18 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
     if "comm_exposed_ms" in metrics:
         shown = ("comm_exposed_ms", "comm_fraction", "compute_step_ms")
         board.scalars(cfg.steps, {f"perf/{key}": metrics[key] for key in shown})
-    return {"metrics": metrics, "timeline": run.timeline}
+    board.scalars(cfg.steps, hw_scalars(run.hw))
+    return {"metrics": metrics, "timeline": run.timeline, "hw": run.hw}
+
+
+def hw_scalars(hw: dict[str, Any]) -> dict[str, float]:
+    """TensorBoard's ``hw/rank<N>/<counter>`` of every rank that had counters."""
+    return {
+        f"hw/rank{rank}/{key}": value
+        for rank, record in enumerate(hw.get("ranks", []))
+        for key, value in record.items()
+        if key.endswith(("_mean", "_per_step"))
+    }
 
 
 def execution_mode(cfg: Config) -> str:

@@ -1,0 +1,222 @@
+"""Where a step's time goes, read from the torch.profiler traces a ``profile=trace`` job wrote.
+
+Per rank, over the profiled steps, divided by their number (milliseconds per step):
+
+- **window**: on a GPU, the span of the device's own events (kernels, copies, sets); on CPU,
+  the span of the ``ProfilerStep#N`` annotations.
+- **communication**: GPU kernels whose name starts with ``nccl`` (HolisticTraceAnalysis'
+  rule, ``^nccl.*Kernel``, matches both ``ncclKernel_...`` and ``ncclDevKernel_...``); on
+  CPU, gloo's ``gloo:<collective>`` annotations, which run on gloo's own thread.
+- **computation**: GPU kernels that are neither communication nor memory copies and sets (as
+  HTA classifies them); on CPU, ``aten::`` operators on every other thread.
+- Both are merged across streams or threads into unions of intervals; then
+  ``overlapped = |compute and comm|``, ``exposed_comm = |comm| - overlapped``,
+  ``compute_only = |compute| - overlapped``, ``busy = |compute or comm|`` and
+  ``other = window - busy`` (idle, copies, launch gaps).
+- **overlap_ratio** = overlapped / |comm|: HTA's "time computing while communicating / time
+  communicating" (HolisticTraceAnalysis, docs/source/features/comm_comp_overlap.rst).
+
+Where HolisticTraceAnalysis (``pip install 'linkbench[hta]'``) is installed, its own overlap
+figure for GPU traces is recorded beside ours (``hta_overlap_ratio``), so the two check each
+other; on CPU traces it has no communication to find.
+
+``python -m linkbench.analysis.trace JOB_DIR`` prints a job's breakdown.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+TRACE_DIR = "traces"
+GPU_COMM = re.compile(r"^nccl", re.IGNORECASE)
+GPU_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)", re.IGNORECASE)
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+CPU_COMM = re.compile(r"^gloo:")
+STEP = re.compile(r"^ProfilerStep#\d+$")
+
+Interval = tuple[float, float]
+
+
+def trace_path(job_dir: Path, rank: int) -> Path:
+    """Where rank ``rank`` of a job writes its trace."""
+    return Path(job_dir) / TRACE_DIR / f"rank{rank}.json.gz"
+
+
+def load_trace(path: Path) -> dict[str, Any]:
+    """A Chrome-format trace, gzipped or not."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def union(intervals: list[Interval]) -> list[Interval]:
+    """The intervals merged: sorted, disjoint."""
+    merged: list[Interval] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def length(intervals: list[Interval]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def intersection(a: list[Interval], b: list[Interval]) -> list[Interval]:
+    """Where two unions (sorted, disjoint) are both active."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if start < end:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def clip(intervals: list[Interval], span: Interval) -> list[Interval]:
+    """The parts of the intervals inside ``span`` (work of a step outside the window)."""
+    return [(max(a, span[0]), min(b, span[1])) for a, b in intervals if b > span[0] and a < span[1]]
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """One rank's step, in milliseconds per profiled step."""
+
+    rank: int
+    device: str
+    steps: int
+    step_ms: float
+    compute_ms: float
+    comm_ms: float
+    compute_only_ms: float
+    overlapped_ms: float
+    exposed_comm_ms: float
+    other_ms: float
+    busy_ms: float
+    overlap_ratio: float | None
+    comm_events: int
+
+
+def _span(event: dict[str, Any]) -> Interval:
+    start = float(event["ts"])
+    return start, start + float(event.get("dur", 0.0))
+
+
+def breakdown(trace: dict[str, Any], rank: int = 0) -> Breakdown:
+    """The step of one rank's trace, split into compute, communication and the rest."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    steps = [e for e in events if STEP.match(str(e.get("name", "")))]
+    device = [e for e in events if e.get("cat") in DEVICE_CATEGORIES]
+    if device:
+        kernels = [e for e in device if e.get("cat") == "kernel"]
+        comm_events = [e for e in kernels if GPU_COMM.match(e.get("name", ""))]
+        compute_events = [
+            e for e in kernels if not GPU_COMM.match(e["name"]) and not GPU_MEMORY.match(e["name"])
+        ]
+        window = union([_span(e) for e in device])
+        kind = "cuda"
+    else:
+        comm_events = [e for e in events if CPU_COMM.match(str(e.get("name", "")))]
+        comm_threads = {e.get("tid") for e in comm_events}
+        compute_events = [
+            e
+            for e in events
+            if e.get("cat") == "cpu_op"
+            and str(e.get("name", "")).startswith("aten::")
+            and e.get("tid") not in comm_threads
+        ]
+        window = union([_span(e) for e in steps])
+        kind = "cpu"
+    window_span = (window[0][0], window[-1][1]) if window else (0.0, 0.0)
+    comm = clip(union([_span(e) for e in comm_events]), window_span)
+    compute = clip(union([_span(e) for e in compute_events]), window_span)
+    overlapped = length(intersection(comm, compute))
+    busy = length(union(comm + compute))
+    n = max(1, len(steps))
+    per_step = 1e-3 / n  # trace times are microseconds
+    comm_us, compute_us = length(comm), length(compute)
+    return Breakdown(
+        rank=rank,
+        device=kind,
+        steps=len(steps),
+        step_ms=(window_span[1] - window_span[0]) * per_step,
+        compute_ms=compute_us * per_step,
+        comm_ms=comm_us * per_step,
+        compute_only_ms=(compute_us - overlapped) * per_step,
+        overlapped_ms=overlapped * per_step,
+        exposed_comm_ms=(comm_us - overlapped) * per_step,
+        other_ms=(window_span[1] - window_span[0] - busy) * per_step,
+        busy_ms=busy * per_step,
+        overlap_ratio=overlapped / comm_us if comm_us else None,
+        comm_events=len(comm_events),
+    )
+
+
+def _hta_overlap(trace_dir: Path) -> dict[int, float] | None:
+    """HolisticTraceAnalysis' overlap per rank, where it is installed and finds kernels."""
+    try:
+        from hta.trace_analysis import TraceAnalysis
+    except ImportError:
+        return None
+    try:
+        frame = TraceAnalysis(
+            trace_dir=str(trace_dir), include_last_profiler_step=True
+        ).get_comm_comp_overlap(visualize=False)
+    except Exception:  # a trace HTA cannot read: ours stands alone
+        return None
+    pairs = zip(frame["rank"], frame["comp_comm_overlap_pctg"], strict=True)
+    found = {int(rank): float(percent) / 100 for rank, percent in pairs}
+    return {rank: value for rank, value in found.items() if value == value}  # drop NaN
+
+
+def analyse(job_dir: Path) -> dict[str, Any] | None:
+    """The ``trace`` block of a job's result.json: every rank's breakdown, their mean, the
+    files; None when the job wrote no trace."""
+    trace_dir = Path(job_dir) / TRACE_DIR
+    files = sorted(trace_dir.glob("rank*.json.gz"))
+    if not files:
+        return None
+    ranks = []
+    for path in files:
+        trace = load_trace(path)
+        rank = int((trace.get("distributedInfo") or {}).get("rank", path.stem.split(".")[0][4:]))
+        ranks.append(asdict(breakdown(trace, rank)))
+    numeric = [k for k, v in ranks[0].items() if isinstance(v, float) and k != "overlap_ratio"]
+    mean: dict[str, Any] = {k: statistics.fmean(r[k] for r in ranks) for k in numeric}
+    ratios = [r["overlap_ratio"] for r in ranks if r["overlap_ratio"] is not None]
+    mean["overlap_ratio"] = statistics.fmean(ratios) if ratios else None
+    out: dict[str, Any] = {"files": [str(p) for p in files], "ranks": ranks, "mean": mean}
+    if (hta := _hta_overlap(trace_dir)) is not None:
+        out["hta_overlap_ratio"] = hta
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m linkbench.analysis.trace JOB_DIR", file=sys.stderr)
+        return 2
+    found = analyse(Path(args[0]))
+    if found is None:
+        print(f"{args[0]} has no {TRACE_DIR}/rank*.json.gz: run the job with profile=trace",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    json.dump(found, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

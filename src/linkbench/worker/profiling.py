@@ -1,0 +1,52 @@
+"""``profile=trace``: torch.profiler traces of a few steps after the timed ones, on every rank.
+
+The profiler records CPU activity, and CUDA activity on a GPU (shapes and stacks off unless
+``profile.record_shapes`` / ``profile.with_stack``), for ``profile.steps`` training steps
+after one warm-up step, so the measured throughput is never taken with the profiler on. Each
+rank writes ``<job>/traces/rank<N>.json.gz`` in Chrome's trace format (Perfetto and
+chrome://tracing open it); :mod:`linkbench.analysis.trace` reads them. Only the job's first
+run writes traces.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from linkbench.analysis.trace import trace_path
+from linkbench.config.plan import JobPlan
+from linkbench.config.schema import ProfileName
+from linkbench.worker.rank import Rank
+from linkbench.worker.stepper import Stepper
+
+WARMUP_STEPS = 1  # the profiler's own start-up, not recorded
+
+
+def record_trace(stepper: Stepper, plan: JobPlan, me: Rank) -> Path | None:
+    """Profile ``profile.steps`` more steps on this rank; returns the trace's path."""
+    options = plan.config.profile
+    if options.name != ProfileName.trace or plan.repeat > 0:
+        return None
+    path = trace_path(Path(plan.job_dir), me.rank)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    activities = [ProfilerActivity.CPU]
+    if me.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+        torch.cuda.synchronize(me.device)
+    dist.barrier()  # every rank profiles the same steps
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=options.steps, repeat=1),
+        record_shapes=options.record_shapes,
+        with_stack=options.with_stack,
+        on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
+    ) as profiler:
+        for _ in range(WARMUP_STEPS + options.steps):
+            stepper.synced()
+            if me.device.type == "cuda":
+                torch.cuda.synchronize(me.device)  # the step's kernels end inside the trace
+            profiler.step()
+    return path

@@ -1,0 +1,43 @@
+"""The NVLink counters as a second witness of the transport, on known byte counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from linkbench.link.transport import hardware_witness
+
+GRAD = 100e6  # bytes all-reduced per step
+RING_8 = 2 * 7 / 8 * GRAD
+
+
+def hw(nvlink_per_step: float | None) -> dict:
+    record = {"available": True}
+    if nvlink_per_step is not None:
+        record["nvlink_tx_bytes_per_step"] = nvlink_per_step
+    return record
+
+
+@pytest.mark.parametrize(
+    ("expected", "nvlink", "witnessed"),
+    [
+        ("P2P", RING_8, True),  # the ring's bytes crossed NVLink
+        ("P2P", 1.3 * RING_8, True),  # protocol bytes, channel splits: the same order
+        ("P2P", 0.0, False),  # the nvlink arm that moved nothing over NVLink
+        ("SHM", 0.0, True),  # the pcie arm: nothing over NVLink
+        ("SHM", 0.5 * RING_8, False),  # the pcie arm that still used NVLink
+        ("NET", 1e3, True),
+    ],
+)
+def test_nvlink_bytes_confirm_or_contradict_the_arm(expected, nvlink, witnessed):
+    verdict = hardware_witness(hw(nvlink), GRAD, expected, world_size=8)
+    assert verdict["witnessed"] is witnessed, verdict["reason"]
+    assert verdict["ring_bytes_per_step"] == pytest.approx(RING_8)
+
+
+def test_no_verdict_without_counters_or_with_one_rank():
+    assert hardware_witness(None, GRAD, "P2P", 8)["witnessed"] is None
+    unavailable = {"available": False, "reason": "no GPU: NVML counters need a CUDA device"}
+    assert hardware_witness(unavailable, GRAD, "P2P", 8)["reason"].startswith("no GPU")
+    assert "no NVLink counters" in hardware_witness(hw(None), GRAD, "P2P", 8)["reason"]
+    one = hardware_witness(hw(0.0), GRAD, "P2P", 1)
+    assert one["witnessed"] is None and one["nvlink_tx_bytes_per_step"] == 0.0

@@ -1,0 +1,43 @@
+"""Every communication hook option, and the NVTX wrapper around any of them, registers with
+DDP and trains a step (one gloo rank in this process)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from linkbench.config.plan import Machine, make_plan
+from linkbench.parts.ddp import wrap
+
+from ..conftest import CONF
+
+HOOKS = sorted(p.stem for p in (CONF / "comm_hook").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def one_rank_world(tmp_path_factory):
+    store = tmp_path_factory.mktemp("store") / "file"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("nvtx", [False, True], ids=["plain", "nvtx"])
+@pytest.mark.parametrize("hook", HOOKS)
+def test_every_comm_hook_trains_a_step(compose_config, tmp_path, one_rank_world, hook, nvtx):
+    config = make_plan(compose_config([f"comm_hook={hook}"]), str(tmp_path), [], Machine(0)).config
+    torch.manual_seed(0)
+    model = wrap(torch.nn.Linear(8, 2), config.ddp, config.comm_hook, torch.device("cpu"), nvtx)
+    before = model.module.weight.detach().clone()
+    for _ in range(3):  # powersgd compresses from its second step on
+        loss = model(torch.randn(4, 8)).square().mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad
+                p.grad = None
+    assert not torch.equal(before, model.module.weight)
+    hook_name = model._get_ddp_logging_data().get("comm_hook", "")
+    if nvtx:
+        assert hook_name.startswith("nvtx(")
