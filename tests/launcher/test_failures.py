@@ -237,3 +237,17 @@ def test_resume_over_a_damaged_checkpoint_starts_over_and_keeps_it_aside(tmp_pat
     assert result["status"] == "completed"
     assert "resumed_from_step" not in result["metrics"]
     assert any("damaged" in note for note in result["notes"])
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "zero1"])
+def test_a_sharded_job_resumes_from_its_checkpoint_where_it_would_have_ended(tmp_path, strategy):
+    job = ["steps=12", "log_every=2", "untimed_steps=2", "batch=4", "checkpoint.every_steps=6"]
+    job += [f"strategy={strategy}", "task.no_sync_steps=0"]
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    assert run_cli([*job, f"hydra.run.dir={whole}"]).returncode == 0
+    assert run_cli([*job, "debug.crash_at_step=9", f"hydra.run.dir={resumed}"]).returncode != 0
+    done = run_cli([*job, "resume=true", f"hydra.run.dir={resumed}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(resumed)
+    assert (result["strategy"], result["metrics"]["resumed_from_step"]) == (strategy, 6)
+    assert result["metrics"]["final_loss"] == load_result(whole)["metrics"]["final_loss"]

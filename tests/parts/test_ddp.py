@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from linkbench.config.plan import Machine, make_plan
 from linkbench.parts.ddp import wrap
@@ -13,14 +12,6 @@ from linkbench.parts.ddp import wrap
 from ..conftest import CONF
 
 HOOKS = sorted(p.stem for p in (CONF / "comm_hook").glob("*.yaml"))
-
-
-@pytest.fixture(scope="module")
-def one_rank_world(tmp_path_factory):
-    store = tmp_path_factory.mktemp("store") / "file"
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("nvtx", [False, True], ids=["plain", "nvtx"])

@@ -107,6 +107,18 @@ class TaskName(Choice):
     allreduce = "allreduce"
 
 
+class StrategyName(Choice):
+    ddp = "ddp"
+    fsdp = "fsdp"
+    zero1 = "zero1"
+
+
+class TensorDtype(Choice):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
 class ProfileName(Choice):
     none = "none"
     trace = "trace"
@@ -269,6 +281,23 @@ class DDPConfig:
 
 
 @dataclass
+class StrategyConfig:
+    """``strategy/``: how the model is spread over the ranks (:mod:`linkbench.parts.strategy`)."""
+
+    name: StrategyName = StrategyName.ddp
+    reshard_after_forward: bool = True
+    """fsdp: free each block's gathered parameters after its forward (gather again in
+    backward); false keeps them, trading memory for one all-gather per step."""
+    param_dtype: TensorDtype | None = None
+    """fsdp: the dtype parameters are gathered and computed in (null: their own)."""
+    reduce_dtype: TensorDtype | None = None
+    """fsdp: the dtype gradients are reduce-scattered in (null: the parameters')."""
+    shard_classes: list[str] = field(default_factory=list)
+    """fsdp: class names of the modules sharded one by one; empty: every module of a
+    Sequential or ModuleList that holds two or more of its kind."""
+
+
+@dataclass
 class CommHookConfig:
     """``comm_hook/``: a DDP communication hook, ``hook`` and its ``state`` built with
     ``hydra.utils.instantiate`` (``hook`` with ``_partial_: true``); none when ``hook`` is null."""
@@ -380,6 +409,7 @@ class Config:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     ddp: DDPConfig = field(default_factory=DDPConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
     comm_hook: CommHookConfig = field(default_factory=CommHookConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     profile: ProfileConfig = field(default_factory=ProfileConfig)
@@ -455,6 +485,7 @@ class Config:
         self._check_checkpoint()
         self._check_debug()
         self._check_model_and_data()
+        self._check_strategy()
         self._check_speed()
 
     def _check_checkpoint(self) -> None:
@@ -497,6 +528,28 @@ class Config:
             f"data.image_size={d.image_size} must be a multiple of {m.image_size_multiple} for "
             f"model={m.name}.",
         )
+
+    def _check_strategy(self) -> None:
+        s = self.strategy.name
+        if s == StrategyName.ddp:
+            return
+        require(
+            not self.cuda_graphs,
+            f"strategy={s} cannot be captured as one CUDA graph (its collectives and optimizer "
+            "change between steps); use strategy=ddp with cuda_graphs=true, or drop cuda_graphs.",
+        )
+        require(
+            not self.precision.grad_scaler,
+            f"strategy={s} with precision={self.precision.name}'s GradScaler is not supported; "
+            "use precision=bf16 (FSDP: or strategy.param_dtype=bfloat16).",
+        )
+        if s == StrategyName.fsdp:
+            require(
+                self.comm_hook.hook is None,
+                f"comm_hook={self.comm_hook.name} is a DDP communication hook and strategy=fsdp "
+                "has none; use comm_hook=none, or strategy.reduce_dtype=bfloat16 to compress "
+                "FSDP's gradients.",
+            )
 
     def _check_speed(self) -> None:
         require(

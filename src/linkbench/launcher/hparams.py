@@ -58,6 +58,7 @@ def hparams_of(plan: JobPlan) -> dict[str, Any]:
         "scaling": str(c.scaling.rule),
         "model": c.model.name,
         "optimizer": c.optimizer.name,
+        "strategy": str(c.strategy.name),
         "data": str(c.data.name),
         "batch": c.batch,
         "global_batch": plan.global_batch,

@@ -52,6 +52,7 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
         "precision": str(plan.precision),
         "model": c.model.name,
         "optimizer": c.optimizer.name,
+        "strategy": str(c.strategy.name),
         "data": str(c.data.name),
         "batch": c.batch,
         "global_batch": plan.global_batch,

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from linkbench.config.schema import StrategyName
 from linkbench.files import read_json, replace_atomically, write_json
 from linkbench.worker.rank import Rank
 from linkbench.worker.stepper import Stepper
@@ -62,15 +63,31 @@ def _rng_state(device: torch.device) -> dict[str, Any]:
     return {"cpu": torch.get_rng_state(), "cuda": cuda}
 
 
+def _full_state(stepper: Stepper, me: Rank) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The whole model's and optimizer's state (collective under FSDP and ZeRO-1: every rank
+    calls it; the optimizer's is None on ranks other than 0 under ZeRO-1)."""
+    parallel, optimizer = stepper.parallel, stepper.optimizer
+    if parallel.kind == StrategyName.fsdp:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_state_dict(parallel.module, optimizer, options=options)
+    if parallel.kind == StrategyName.zero1:
+        optimizer.consolidate_state_dict(to=0)  # type: ignore[attr-defined]
+        return parallel.module.state_dict(), optimizer.state_dict() if me.is_main else None
+    return parallel.module.state_dict(), optimizer.state_dict()
+
+
 def save(job_dir: Path, stepper: Stepper, step: int, data: dict[str, int], me: Rank) -> None:
     """Write the checkpoint of ``step`` (collective: every rank calls it)."""
     rng: list[Any] = [None] * me.world_size
     dist.all_gather_object(rng, _rng_state(me.device))
+    model, optimizer = _full_state(stepper, me)
     if me.is_main:
         state = {
             "step": step,
-            "model": stepper.ddp_model.module.state_dict(),
-            "optimizer": stepper.optimizer.state_dict(),
+            "model": model,
+            "optimizer": optimizer,
             "grad_scaler": stepper.scaler.state_dict(),
             "schedule": stepper.schedule.state_dict(),
             "data": dict(data),
@@ -91,8 +108,17 @@ def load(job_dir: Path, device: torch.device) -> dict[str, Any]:
 
 def restore(state: dict[str, Any], stepper: Stepper, me: Rank) -> None:
     """Put a checkpoint's model, optimizer, scaler, schedule and this rank's RNG back."""
-    stepper.ddp_model.module.load_state_dict(state["model"])
-    stepper.optimizer.load_state_dict(state["optimizer"])
+    parallel = stepper.parallel
+    if parallel.kind == StrategyName.fsdp:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        set_state_dict(
+            parallel.module, stepper.optimizer, model_state_dict=state["model"],
+            optim_state_dict=state["optimizer"], options=StateDictOptions(full_state_dict=True),
+        )  # fmt: skip
+    else:
+        parallel.module.load_state_dict(state["model"])
+        stepper.optimizer.load_state_dict(state["optimizer"])
     stepper.scaler.load_state_dict(state["grad_scaler"])
     stepper.schedule.load_state_dict(state["schedule"])
     rng = state["rng"][me.rank] if me.rank < len(state["rng"]) else state["rng"][0]

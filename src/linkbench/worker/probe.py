@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from linkbench.config.plan import JobPlan
+from linkbench.parts.strategy import DataParallel
 from linkbench.worker.rank import Rank
 from linkbench.worker.stepper import Stepper
 from linkbench.worker.timing import WindowTimer
@@ -66,8 +67,10 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
     steps = plan.config.task.no_sync_steps
     if steps <= 0:
         return {}
-    ddp_model = stepper.ddp_model
-    out: dict[str, Any] = {} if stepper.cuda_graphs else ddp_comm_times(ddp_model)
+    parallel = stepper.parallel
+    out: dict[str, Any] = {}
+    if isinstance(parallel, DataParallel) and not stepper.cuda_graphs:
+        out.update(ddp_comm_times(parallel.ddp))
     mine = (
         _ms_per_step(stepper.synced, steps, me.device),
         _ms_per_step(stepper.unsynced, steps, me.device),
@@ -82,7 +85,7 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
         compute_step_ms=unsynced,
         comm_exposed_ms=exposed,
         comm_fraction=exposed / synced,
-        grad_bytes=grad_bytes(ddp_model.module),
+        grad_bytes=grad_bytes(parallel.module),
     )
     if exposed < 0:
         out["comm_exposed_note"] = (
@@ -91,11 +94,11 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
             "task.no_sync_steps for a finer measurement"
         )
         log.warning("exposed communication %s", out["comm_exposed_note"])
-    wire = plan.config.comm_hook.wire_factor
     n = me.world_size
-    if wire is not None:
-        out["comm_bytes_per_step"] = out["grad_bytes"] * wire
-        if n > 1 and out.get("ddp_backward_comm_ms"):
+    if moved := parallel.comm_bytes(plan.config):
+        out["comm_bytes"] = moved
+        out["comm_bytes_per_step"] = sum(moved.values())
+        if n > 1 and out.get("ddp_backward_comm_ms") and set(moved) == {"all_reduce"}:
             # DDP's communication time spans each bucket's launch to its completion, waits
             # for the backward pass included: the link moved the bytes at least this fast.
             seconds = out["ddp_backward_comm_ms"] / 1e3

@@ -1,13 +1,14 @@
 """How a training step executes: eagerly, under torch.compile, or replayed as one CUDA graph.
 
-:class:`Stepper` wraps the model in DDP and owns its optimizer, learning-rate schedule and
-loss scaler. ``synced()`` runs one training step (forward, backward with DDP's gradient
-all-reduce, optimizer, schedule) and returns the loss as a device tensor, never reading it
-on the host; ``unsynced()`` runs the same step under ``DistributedDataParallel.no_sync()`` (no
-all-reduce) for the communication probe (:mod:`linkbench.comm`).
+:class:`Stepper` spreads the model over the ranks (:mod:`linkbench.parts.strategy`: DDP,
+FSDP2 or ZeRO-1) and owns its optimizer, learning-rate schedule and loss scaler.
+``synced()`` runs one training step (forward, backward with the gradient collectives,
+optimizer, schedule) and returns the loss as a device tensor, never reading it on the host;
+``unsynced()`` runs the same step without the gradient collectives (DDP's ``no_sync()``;
+FSDP's compute-only step) for the communication probe (:mod:`linkbench.worker.probe`).
 
-``compile=true`` runs the DDP model under ``torch.compile`` (Dynamo splits the graph at
-DDP's bucket boundaries so the all-reduces still overlap the backward pass). Compilation
+``compile=true`` runs the wrapped model under ``torch.compile`` (with DDP, Dynamo splits the
+graph at the bucket boundaries so the all-reduces still overlap the backward pass). Compilation
 happens in the first steps, which :mod:`linkbench.config.schema` keeps inside the untimed steps.
 
 ``cuda_graphs=true`` follows PyTorch's recipe for capturing a whole network with DDP (CUDA
@@ -30,10 +31,11 @@ from torch import nn
 
 from linkbench.config.plan import JobPlan
 from linkbench.config.schema import CUDA_GRAPH_EAGER_STEPS
-from linkbench.parts import ddp, precision
+from linkbench.parts import precision
 from linkbench.parts.data import Batch
 from linkbench.parts.models import loss_function
 from linkbench.parts.optim import build_optimizer, build_schedule
+from linkbench.parts.strategy import DataParallel, parallelize
 
 # Eager no_sync steps before the probe's no_sync graph is captured (they run untimed).
 UNSYNCED_EAGER_STEPS = 3
@@ -57,25 +59,27 @@ class Stepper:
         self._side = torch.cuda.Stream(device) if self.cuda_graphs else None
         self._nvtx = cfg.nvtx
         with self._on_side():
-            self.ddp_model = ddp.wrap(model, cfg.ddp, cfg.comm_hook, device, nvtx=cfg.nvtx)
+            self.parallel = parallelize(model, cfg, device)
         if self._side is not None:
             torch.cuda.current_stream(device).wait_stream(self._side)
-        # DDP samples its comm/compute timings on the host; a captured step never runs that
-        # host code again, so with CUDA graphs it must not sample at the capture.
-        sample_rate = NEVER if self.cuda_graphs else cfg.log_every
-        self.ddp_model._set_ddp_runtime_logging_sample_rate(sample_rate)
-        self._forward: Callable[..., torch.Tensor] = self.ddp_model
+        if isinstance(self.parallel, DataParallel):
+            # DDP samples its comm/compute timings on the host; a captured step never runs
+            # that host code again, so with CUDA graphs it must not sample at the capture.
+            sample_rate = NEVER if self.cuda_graphs else cfg.log_every
+            self.parallel.ddp._set_ddp_runtime_logging_sample_rate(sample_rate)
+        self._forward: Callable[..., torch.Tensor] = self.parallel.model
         if cfg.compile:
-            self._forward = torch.compile(self.ddp_model, mode=cfg.compile_mode)
+            self._forward = torch.compile(self.parallel.model, mode=cfg.compile_mode)
         self.scaler = precision.grad_scaler(self._precision, device)
         self.optimizer = build_optimizer(
-            self.ddp_model,
+            self.parallel.model,
             cfg.optimizer,
             plan.lr,
             cfg.model.weight_decay,
             device,
             grad_scaler=self.scaler.is_enabled(),
             capturable=self.cuda_graphs,
+            strategy=self.parallel.kind,
         )
         self.schedule = build_schedule(self.optimizer, cfg.scaling.lr_warmup_steps)
         self._eager_synced_steps = 0
@@ -158,7 +162,7 @@ class Stepper:
         return graph, loss, batch
 
     def _sync_context(self, sync: bool) -> contextlib.AbstractContextManager:
-        return contextlib.nullcontext() if sync else self.ddp_model.no_sync()
+        return contextlib.nullcontext() if sync else self.parallel.without_gradient_sync()
 
     def _on_side(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext() if self._side is None else torch.cuda.stream(self._side)

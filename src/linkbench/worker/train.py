@@ -223,9 +223,9 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
     cfg = plan.config
     run = TrainingRun(plan, me, board)
     log.info(
-        "training %s on %d x %s (%s, %s%s), global batch %d, lr %.4g",
-        cfg.model.name, me.world_size, me.device.type, plan.backend, plan.precision,
-        execution_mode(cfg), plan.global_batch, plan.lr,
+        "training %s with %s on %d x %s (%s, %s%s), global batch %d, lr %.4g",
+        cfg.model.name, cfg.strategy.name, me.world_size, me.device.type, plan.backend,
+        plan.precision, execution_mode(cfg), plan.global_batch, plan.lr,
     )  # fmt: skip
     run.run()
     metrics = run.metrics()

@@ -1,0 +1,64 @@
+"""Strategies: which modules FSDP shards, what each strategy's collectives move per step, and
+FSDP's compute-only step (one gloo rank in this process; two ranks in the CLI tests)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision
+
+from linkbench.config.plan import Machine, make_plan
+from linkbench.parts.models import GPT, TinyCNN
+from linkbench.parts.strategy import blocks, parallelize
+
+
+def test_fsdp_shards_the_repeated_blocks_a_model_is_made_of():
+    gpt = GPT(vocab_size=64, seq_len=8, n_layer=3, n_head=2, d_model=16)
+    assert blocks(gpt, []) == list(gpt.blocks)
+    resnet = torchvision.models.resnet18(num_classes=10)
+    found = blocks(resnet, [])
+    assert len(found) == 8 and {type(b).__name__ for b in found} == {"BasicBlock"}
+    assert blocks(TinyCNN(10), []) == []  # its layers are all different: the root alone
+    assert blocks(resnet, ["Linear"]) == [resnet.fc]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ([], {"all_reduce": 4}),
+        (["comm_hook=bf16"], {"all_reduce": 2}),
+        (["strategy=zero1"], {"all_reduce": 4, "broadcast": 4}),
+        (["strategy=fsdp"], {"all_gather": 8, "reduce_scatter": 4}),
+        (
+            ["strategy=fsdp", "strategy.reshard_after_forward=false"],
+            {"all_gather": 4, "reduce_scatter": 4},
+        ),
+        (
+            ["strategy=fsdp", "strategy.param_dtype=bfloat16"],
+            {"all_gather": 4, "reduce_scatter": 2},
+        ),
+    ],
+)
+def test_bytes_per_step_of_each_strategys_collectives(
+    compose_config, tmp_path, one_rank_world, overrides, expected
+):
+    """In bytes per parameter: fp32 parameters are 4 bytes, 16-bit ones 2."""
+    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Linear(16, 4))
+    params = sum(p.numel() for p in model.parameters())
+    moved = parallelize(model, config, torch.device("cpu")).comm_bytes(config)
+    assert moved == {op: per_param * params for op, per_param in expected.items()}
+
+
+def test_fsdps_compute_only_step_keeps_parameters_gathered(
+    compose_config, tmp_path, one_rank_world
+):
+    config = make_plan(compose_config(["strategy=fsdp"]), str(tmp_path), [], Machine(0)).config
+    gpt = GPT(vocab_size=32, seq_len=4, n_layer=2, n_head=2, d_model=8)
+    fsdp = parallelize(gpt, config, torch.device("cpu"))
+    tokens = torch.zeros(2, 4, dtype=torch.long)
+    with fsdp.without_gradient_sync():
+        fsdp.model(tokens).sum().backward()
+        assert not gpt.blocks[0]._get_fsdp_state()._fsdp_param_group.is_sharded
+    fsdp.model(tokens).sum().backward()  # synced again: sharded after its backward
+    assert gpt.blocks[0]._get_fsdp_state()._fsdp_param_group.is_sharded
