@@ -19,7 +19,11 @@ HARDWARE_FILE = "hardware.json"
 MANIFEST_FILE = "manifest.json"
 RERUN_FILE = "rerun.yaml"
 # Each task's headline metric (what run.py returns to Hydra's sweepers) and its unit.
-HEADLINES = {"train": ("samples_per_sec", "samples/s"), "allreduce": ("busbw_gbps_peak", "GB/s")}
+HEADLINES = {
+    "train": ("samples_per_sec", "samples/s"),
+    "allreduce": ("busbw_gbps_peak", "GB/s"),
+    "links": ("host_to_device_gbps", "GB/s"),
+}
 
 
 def replace_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> None:

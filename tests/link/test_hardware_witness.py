@@ -41,3 +41,25 @@ def test_no_verdict_without_counters_or_with_one_rank():
     assert "no NVLink counters" in hardware_witness(hw(None), GRAD, "P2P", 8)["reason"]
     one = hardware_witness(hw(0.0), GRAD, "P2P", 1)
     assert one["witnessed"] is None and one["nvlink_tx_bytes_per_step"] == 0.0
+
+
+def topology(name: str, gpus: int, nvlink: bool) -> dict:
+    return {
+        "available": True,
+        "gpus": [{"name": f"NVIDIA {name}"} for _ in range(gpus)],
+        "pairs": [
+            {"ranks": [i, j], "nvlink": nvlink} for i in range(gpus) for j in range(i + 1, gpus)
+        ],
+    }
+
+
+def test_allreduce_health_against_the_published_figure():
+    from linkbench.link.health import health
+
+    good = health(360.0, 8, "nvlink", topology("H200", 8, True))
+    assert good["verdict"] == "as expected" and "nccl-tests issue 212" in good["line"]
+    low = health(150.0, 8, "auto", topology("H100 80GB HBM3", 8, True))
+    assert low["verdict"] == "low" and "nvidia-smi nvlink -s" in low["line"]
+    assert health(20.0, 2, "nvlink", topology("L40S", 2, False))["verdict"] is None
+    assert health(0.0, 1, "auto", topology("H200", 1, True))["verdict"] is None
+    assert health(30.0, 8, "pcie", topology("H200", 8, True))["verdict"] is None

@@ -167,6 +167,30 @@ def _plot_busbw_by_size(sweep_dir: Path, configs: list[Configuration]) -> Path |
     return _save(figure, sweep_dir / "busbw_vs_size.png")
 
 
+def plot_link_matrices(job_dir: Path, matrices: dict[str, list[list[float | None]]]) -> list[Path]:
+    """One heatmap per pair measurement of a ``task=links`` job: GB/s, source row to
+    destination column."""
+    made = []
+    for kind, grid in matrices.items():
+        n = len(grid)
+        values = [[v if v is not None else float("nan") for v in row] for row in grid]
+        figure, axes = plt.subplots(figsize=(1.0 + 0.7 * n, 0.8 + 0.6 * n))
+        image = axes.imshow(values, cmap="viridis")
+        for i in range(n):
+            for j in range(n):
+                if grid[i][j] is not None:
+                    axes.text(j, i, f"{grid[i][j]:.0f}", ha="center", va="center", fontsize=7,
+                              color="white")  # fmt: skip
+        axes.set_xticks(range(n))
+        axes.set_yticks(range(n))
+        axes.set_xlabel("to GPU")
+        axes.set_ylabel("from GPU")
+        axes.set_title(f"{kind} GB/s", fontsize=10)
+        figure.colorbar(image)
+        made.append(_save(figure, job_dir / f"links_{kind}.png"))
+    return made
+
+
 def plot_sweep(
     sweep_dir: Path, configs: list[Configuration], comparisons: list[Comparison]
 ) -> list[Path]:

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from linkbench.analysis.measured_link import MeasuredLink, messages_of
+from linkbench.files import read_json
+
 
 @dataclass(frozen=True)
 class Link:
@@ -74,25 +77,36 @@ def ring_allreduce_ms(n: int, size_bytes: float, link: Link) -> float:
 
 
 def project(inputs: dict[str, float], n: int, link: Link) -> dict[str, float]:
-    comm = ring_allreduce_ms(n, inputs["comm_bytes"], link)
+    """The step on ``n`` GPUs over a named link (a datasheet line rate)."""
+    return projected(inputs, n, ring_allreduce_ms(n, inputs["comm_bytes"], link))
+
+
+def projected(inputs: dict[str, float], n: int, comm: float) -> dict[str, float]:
+    """The step on ``n`` GPUs when its communication takes ``comm`` milliseconds."""
     hidden = min(inputs["overlap_fraction"] * comm, inputs["backward_ms"])
     step = inputs["compute_ms"] + comm - hidden
     return {"gpus": n, "comm_ms": comm, "step_ms": step, "efficiency": inputs["compute_ms"] / step}
 
 
-def table(inputs: dict[str, float], gpus: list[int], links: tuple[Link, ...]) -> str:
+def _cells(points: list[dict[str, float]]) -> str:
+    return " ".join(f"{p['step_ms']:>13.2f} ({100 * p['efficiency']:>5.1f}%)" for p in points)
+
+
+def table(
+    inputs: dict[str, float],
+    gpus: list[int],
+    links: tuple[Link, ...],
+    measured: list[dict[str, float]] | None = None,
+) -> str:
     header = f"{'link':<8} {'GB/s':>6} {'lat us':>6} " + " ".join(
         f"{f'N={n}: ms/step (eff)':>22}" for n in gpus
     )
     rows = [header]
+    if measured is not None:
+        rows.append(f"{'measured':<8} {'curve':>6} {'':>6} " + _cells(measured))
     for link in links:
-        cells = []
-        for n in gpus:
-            p = project(inputs, n, link)
-            cells.append(f"{p['step_ms']:>13.2f} ({100 * p['efficiency']:>5.1f}%)")
-        rows.append(
-            f"{link.name:<8} {link.bandwidth_gbps:>6.1f} {link.latency_us:>6.1f} " + " ".join(cells)
-        )
+        cells = _cells([project(inputs, n, link) for n in gpus])
+        rows.append(f"{link.name:<8} {link.bandwidth_gbps:>6.1f} {link.latency_us:>6.1f} {cells}")
     return "\n".join(rows)
 
 
@@ -104,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("job_dir", type=Path, help="a job's output directory (with result.json)")
     parser.add_argument("--gpus", default="8,64,512", help="comma-separated GPU counts")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--links", type=Path, default=None,
+        help="a task=allreduce job whose measured bus bandwidth curve replaces line rates",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         gpus = [int(g) for g in args.gpus.split(",")]
@@ -124,11 +142,23 @@ def main(argv: list[str] | None = None) -> int:
     except ProjectionError as error:
         print(f"{result_file}: {error}", file=sys.stderr)
         return 2
+    measured = curve = None
+    if args.links is not None:
+        try:
+            curve = MeasuredLink.from_result(read_json(args.links / "result.json") or {},
+                                             str(args.links))  # fmt: skip
+        except ValueError as error:
+            print(str(error), file=sys.stderr)
+            return 2
+        messages = messages_of(result["metrics"])
+        measured = [projected(inputs, n, curve.comm_ms(n, messages)) for n in gpus]
     if args.json:
         out = {
             "inputs": inputs,
             "links": {link.name: [project(inputs, n, link) for n in gpus] for link in LINKS},
         }
+        if measured is not None:
+            out["measured"] = {"source": str(args.links), "projection": measured}
         json.dump(out, sys.stdout, indent=2)
         print()
         return 0
@@ -140,7 +170,18 @@ def main(argv: list[str] | None = None) -> int:
         f"all-reduced per step, {100 * inputs['overlap_fraction']:.0f}% of communication "
         f"overlapped with backward (DDP's measure; 0 when unknown)\n"
     )
-    print(table(inputs, gpus, LINKS))
+    print(table(inputs, gpus, LINKS, measured))
+    if curve is not None:
+        shown = ", ".join(
+            f"{m.op} {m.count:.0f} x {m.size / 1e6:.2f} MB at {curve.busbw_gbps(m.op, m.size):.1f} "
+            "GB/s busbw"
+            for m in messages_of(result["metrics"])
+        )
+        print(
+            f"\nmeasured: the bus bandwidth {args.links} measured on {curve.world_size} ranks, "
+            f"interpolated at this job's message sizes ({shown}); the datasheet rows below "
+            "assume line rates."
+        )
     print("\nLinks (bandwidth per direction per GPU, latency per ring step):")
     for link in LINKS:
         print(f"  {link.name}: {link.source}")

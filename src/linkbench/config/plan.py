@@ -242,6 +242,11 @@ def _check_machine(config: Config, device_type: str, world_size: int, notes: lis
             f"debug.crash_rank={config.debug.crash_rank} must be a rank from 0 to "
             f"{world_size - 1}.",
         )
+    require(
+        config.task.name != TaskName.links or device_type == "cuda",
+        "task=links measures copies between GPUs and host memory and no GPU is visible; run "
+        "it on a GPU machine (task=allreduce measures collectives on CPU).",
+    )
     if config.task.name != TaskName.train:
         if config.compile or config.cuda_graphs:
             notes.append(
@@ -288,6 +293,18 @@ def _check_data(config: Config, global_batch: int) -> None:
     )
 
 
+def _worker_variables(config: Config) -> dict[str, str]:
+    """The interconnect arm's NCCL variables and the nccl group's, which must not disagree."""
+    arm, tuning = dict(config.interconnect.env), config.nccl.variables()
+    clash = sorted(k for k in set(arm) & set(tuning) if arm[k] != tuning[k])
+    require(
+        not clash,
+        f"interconnect={config.interconnect.name} and nccl={config.nccl.name} both set "
+        f"{', '.join(clash)} to different values; set it in one of them.",
+    )
+    return {**arm, **tuning}
+
+
 def make_plan(
     cfg: DictConfig | Config, job_dir: str, overrides: list[str], machine: Machine | None = None
 ) -> JobPlan:
@@ -307,12 +324,17 @@ def make_plan(
     global_batch = config.batch * nproc * nnodes
     if config.task.name == TaskName.train:
         _check_data(config, global_batch)
-    env = plan_env(config.interconnect.env, machine.environ)
+    env = plan_env(_worker_variables(config), machine.environ)
     notes.extend(env.warnings(str(config.interconnect.name)))
     if backend == "gloo" and config.interconnect.name != "auto":
         notes.append(
             f"interconnect={config.interconnect.name} sets NCCL variables, which have no effect "
             "on backend=gloo."
+        )
+    if backend == "gloo" and config.nccl.variables():
+        notes.append(
+            f"nccl={config.nccl.name} sets {', '.join(config.nccl.variables())}: NCCL tuning "
+            "does not apply to backend=gloo."
         )
     s = config.scaling
     return JobPlan(

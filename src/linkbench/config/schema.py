@@ -105,6 +105,7 @@ class DataName(Choice):
 class TaskName(Choice):
     train = "train"
     allreduce = "allreduce"
+    links = "links"
 
 
 class StrategyName(Choice):
@@ -117,6 +118,24 @@ class TensorDtype(Choice):
     float32 = "float32"
     bfloat16 = "bfloat16"
     float16 = "float16"
+
+
+class NcclAlgo(Choice):
+    """NCCL_ALGO's values (NCCL's env docs); NVLS and NVLSTree are refused (NVLS stays off)."""
+
+    ring = "Ring"
+    tree = "Tree"
+    collnet_direct = "CollnetDirect"
+    collnet_chain = "CollnetChain"
+    nvls = "NVLS"
+    nvls_tree = "NVLSTree"
+    pat = "PAT"
+
+
+class NcclProto(Choice):
+    simple = "Simple"
+    ll = "LL"
+    ll128 = "LL128"
 
 
 class ProfileName(Choice):
@@ -298,6 +317,48 @@ class StrategyConfig:
 
 
 @dataclass
+class NcclConfig:
+    """``nccl/``: NCCL tuning variables, applied like ``interconnect`` (worker env only),
+    recorded, and checked against what NCCL's TUNING log says it ran."""
+
+    name: str = "default"
+    algo: NcclAlgo | None = None
+    """NCCL_ALGO (ring, tree, collnet_direct, collnet_chain, pat); null: NCCL chooses."""
+    proto: NcclProto | None = None
+    """NCCL_PROTO (simple, ll, ll128); null: NCCL chooses."""
+    min_ctas: int | None = None
+    """NCCL_MIN_CTAS: the fewest channels (CTAs) per collective (NCCL 2.17+)."""
+    max_ctas: int | None = None
+    """NCCL_MAX_CTAS: the most channels per collective (NCCL 2.17+)."""
+    buffsize: int | None = None
+    """NCCL_BUFFSIZE in bytes (NCCL's default 4 MiB), the Simple protocol's buffer."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Any other NCCL variable, set the same way."""
+
+    def __post_init__(self) -> None:
+        for key in ("min_ctas", "max_ctas", "buffsize"):
+            value = getattr(self, key)
+            require(value is None or value > 0, f"nccl.{key}={value} must be positive or null.")
+        require(
+            self.algo not in (NcclAlgo.nvls, NcclAlgo.nvls_tree),
+            f"nccl.algo={self.algo.name if self.algo else None} is refused: linkbench keeps NVLink "
+            "SHARP (NVLS) off, since its multicast can take a shared host's GPUs out of service; "
+            "use nccl.algo=ring or tree.",
+        )
+
+    def variables(self) -> dict[str, str]:
+        """The NCCL variables this group sets."""
+        named = {
+            "NCCL_ALGO": self.algo.value if self.algo else None,
+            "NCCL_PROTO": self.proto.value if self.proto else None,
+            "NCCL_MIN_CTAS": self.min_ctas,
+            "NCCL_MAX_CTAS": self.max_ctas,
+            "NCCL_BUFFSIZE": self.buffsize,
+        }
+        return {**{k: str(v) for k, v in named.items() if v is not None}, **self.env}
+
+
+@dataclass
 class CommHookConfig:
     """``comm_hook/``: a DDP communication hook, ``hook`` and its ``state`` built with
     ``hydra.utils.instantiate`` (``hook`` with ``_partial_: true``); none when ``hook`` is null."""
@@ -330,12 +391,20 @@ class TaskConfig:
     size_factor: int = 2
     warmup_iters: int = 5
     iters: int = 20
+    sizes_mb: list[int] = field(default_factory=lambda: [1, 16, 256])
+    """task=links: copy sizes in MiB; the largest gives the matrix."""
 
     def __post_init__(self) -> None:
         require(
             self.no_sync_steps >= 0,
             f"task.no_sync_steps={self.no_sync_steps} must be >= 0 (0 skips it).",
         )
+        if self.name == TaskName.links:
+            require(
+                len(self.sizes_mb) > 0 and min(self.sizes_mb) > 0,
+                f"task.sizes_mb={list(self.sizes_mb)} must list positive sizes, e.g. [1,16,256].",
+            )
+            require_positive("task.", iters=self.iters)
         if self.name != TaskName.allreduce:
             return
         require(
@@ -410,6 +479,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     ddp: DDPConfig = field(default_factory=DDPConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    nccl: NcclConfig = field(default_factory=NcclConfig)
     comm_hook: CommHookConfig = field(default_factory=CommHookConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     profile: ProfileConfig = field(default_factory=ProfileConfig)

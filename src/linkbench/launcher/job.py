@@ -283,10 +283,17 @@ def report(result: dict[str, Any]) -> float:
                 metrics["launch_to_first_step_s"], metrics.get("first_step_s", float("nan")),
                 metrics.get("overhead_s", float("nan")),
             )  # fmt: skip
+    elif result.get("task") == "links":
+        log.info(
+            "done: host to GPU %.1f GB/s over %d GPU(s) -> %s",
+            metrics["host_to_device_gbps"], metrics["gpus"], Path(result["job_dir"]) / RESULT_FILE,
+        )  # fmt: skip
     else:
         log.info(
             "done: peak %s busbw %.2f GB/s at %s bytes -> %s",
             metrics["peak_op"], metrics["busbw_gbps_peak"], f"{metrics['peak_bytes']:,}",
             Path(result["job_dir"]) / RESULT_FILE,
         )  # fmt: skip
+        if "health" in result:
+            log.info("health: %s", result["health"]["line"])
     return float(metrics.get(headline(result)[0], 0.0))

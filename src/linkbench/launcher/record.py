@@ -27,6 +27,7 @@ from linkbench.files import (
 )
 from linkbench.launcher.hparams import write_job_summary
 from linkbench.launcher.provenance import git_state
+from linkbench.link.health import health
 from linkbench.link.topology import versions
 from linkbench.link.transport import hardware_witness
 
@@ -161,6 +162,12 @@ class JobRecord:
                 )
             if (trace := analyse_traces(self.job_dir)) is not None:
                 self.fields["trace"] = trace
+            peak = self.fields["metrics"].get("busbw_gbps_peak")
+            if self.fields.get("task") == "allreduce" and peak is not None:
+                self.fields["health"] = health(
+                    peak, self.plan.world_size, str(self.plan.config.interconnect.name),
+                    hardware.get("topology") or {},
+                )  # fmt: skip
             self._write_manifest(hardware)
             write_job_summary(self.plan, self.fields, runs, self.completed)
         self.fields["duration_s"] = round(time.monotonic() - self._started, 3)

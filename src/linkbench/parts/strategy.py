@@ -77,6 +77,18 @@ class Parallel:
         2(n-1)/n or (n-1)/n (nccl-tests' busbw factors apply to these)."""
         raise NotImplementedError
 
+    def message_bytes(self, config: Config, op: str) -> float:
+        """The size of one message of ``op`` (a bucket, a unit's parameters)."""
+        raise NotImplementedError
+
+    def messages(self, config: Config) -> list[dict[str, float | str]]:
+        """Per collective: its message size and how many messages a step sends."""
+        out: list[dict[str, float | str]] = []
+        for op, total in self.comm_bytes(config).items():
+            size = min(total, self.message_bytes(config, op))
+            out.append({"op": op, "bytes": size, "count": total / size if size else 0.0})
+        return out
+
 
 class DataParallel(Parallel):
     """DDP (``strategy=ddp``, and under ZeRO-1)."""
@@ -89,6 +101,11 @@ class DataParallel(Parallel):
 
     def without_gradient_sync(self) -> contextlib.AbstractContextManager:
         return self.ddp.no_sync()
+
+    def message_bytes(self, config: Config, op: str) -> float:
+        if op == "all_reduce":  # DDP's buckets (its first is smaller; not modelled)
+            return config.ddp.bucket_cap_mb * 2**20 * (config.comm_hook.wire_factor or 1.0)
+        return self.comm_bytes(config)[op] / dist.get_world_size()  # each rank's shard
 
     def comm_bytes(self, config: Config) -> dict[str, float]:
         wire = config.comm_hook.wire_factor
@@ -155,6 +172,11 @@ class FullyShardedParallel(Parallel):
                 module.set_requires_gradient_sync(True, recurse=False)
                 module.set_reshard_after_backward(True, recurse=False)
                 module.set_reshard_after_forward(self._reshard_after_forward, recurse=False)
+
+    def message_bytes(self, config: Config, op: str) -> float:
+        units = len(self.blocks) + 1  # the blocks, and the root
+        key = "params" if op == "all_gather" else "grads"
+        return self._sizes[key] / units
 
     def comm_bytes(self, config: Config) -> dict[str, float]:
         # Forward all-gathers every block; backward all-gathers it again when the forward

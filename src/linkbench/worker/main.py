@@ -29,6 +29,7 @@ from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topo
 from linkbench.link.transport import nccl_debug_env
 from linkbench.worker.board import Board
 from linkbench.worker.collectives import run_collectives
+from linkbench.worker.links import run_links
 from linkbench.worker.rank import Rank
 from linkbench.worker.stop import STOP_SIGNALS, record_failure, stop_on_sigterm
 from linkbench.worker.train import train
@@ -37,6 +38,7 @@ log = logging.getLogger("linkbench")
 TASKS: dict[TaskName, Callable[[JobPlan, Rank, Board | None], dict[str, Any]]] = {
     TaskName.train: train,
     TaskName.allreduce: run_collectives,
+    TaskName.links: run_links,
 }
 
 

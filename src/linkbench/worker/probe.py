@@ -97,6 +97,7 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
     n = me.world_size
     if moved := parallel.comm_bytes(plan.config):
         out["comm_bytes"] = moved
+        out["comm_messages"] = parallel.messages(plan.config)
         out["comm_bytes_per_step"] = sum(moved.values())
         if n > 1 and out.get("ddp_backward_comm_ms") and set(moved) == {"all_reduce"}:
             # DDP's communication time spans each bucket's launch to its completion, waits
