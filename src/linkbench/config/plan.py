@@ -11,6 +11,7 @@ The plan is a picklable value handed to every worker.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import typing
 from collections.abc import Mapping
@@ -26,11 +27,14 @@ from linkbench.config.schema import (
     Config,
     DataName,
     PrecisionName,
+    ScalingRule,
     TaskName,
+    WarmupFrom,
     require,
 )
 from linkbench.link.interconnect import EnvPlan, plan_env
-from linkbench.parts.scaling import scaled_lr
+from linkbench.parts.datasets import held_out_size, train_size
+from linkbench.parts.scaling import LrSchedule, scaled_lr
 
 CPU_DEFAULT_DEVICES = 2
 # task.max_bytes=null means this many bytes, by device type.
@@ -99,6 +103,10 @@ class JobPlan:
     """Nodes of the world (more than 1 only under an outside launcher)."""
     in_place: bool = False
     """This process is a rank an outside launcher started: run as it, launch nothing."""
+    schedule: LrSchedule = field(default_factory=LrSchedule)
+    """The learning-rate schedule's multiplier, step by step (warmup, decay)."""
+    steps_per_epoch: int | None = None
+    """Steps of one pass over the training data (data with a size only)."""
     flops_per_sample: int | None = None
     """Training FLOPs of one sample (:mod:`linkbench.parts.flops`), counted by the launcher."""
     resume_step: int | None = None
@@ -293,6 +301,90 @@ def _check_data(config: Config, global_batch: int) -> None:
     )
 
 
+def _resolve_budget(
+    config: Config, world: int, overrides: list[str], notes: list[str]
+) -> tuple[Config, int | None]:
+    """The config with ``steps`` made from ``epochs`` or ``samples`` when either is set, and
+    the steps of one epoch where the data has a size. An epoch is what a DistributedSampler
+    dropping the last partial batch gives: each rank's share of the data in whole batches."""
+    size = train_size(config.data)
+    per_epoch = (size // world) // config.batch if size is not None else None
+    if config.epochs is None and config.samples is None:
+        return config, per_epoch
+    budget = f"epochs={config.epochs}" if config.epochs is not None else f"samples={config.samples}"
+    require(
+        not any(o.lstrip("+").startswith("steps=") for o in overrides),
+        f"{budget} and steps both set the length of the run; keep one.",
+    )
+    global_batch = config.batch * world
+    if config.samples is not None:
+        steps = math.ceil(config.samples / global_batch)
+    else:
+        require(
+            per_epoch is not None,
+            f"{budget} needs data with a size, and data={config.data.name} has none; use steps "
+            "or samples, or data=digits, fake, imagefolder or cifar10.",
+        )
+        assert per_epoch is not None and config.epochs is not None
+        require(
+            per_epoch > 0,
+            f"data={config.data.name} gives each of {world} ranks fewer than one batch of "
+            f"{config.batch}; lower batch.",
+        )
+        steps = math.ceil(config.epochs * per_epoch)
+    notes.append(
+        f"{budget} at global batch {global_batch} makes {steps} steps ({steps * global_batch:,} "
+        "samples" + (f", {per_epoch} steps per epoch)" if per_epoch else ")")
+    )
+    untimed = min(config.untimed_steps, steps - 1)
+    return dataclasses.replace(config, steps=steps, untimed_steps=untimed), per_epoch
+
+
+def _check_held_out(config: Config, world: int) -> None:
+    if not config.eval.enabled:
+        return
+    size = held_out_size(config.data)
+    require(
+        size is None or size >= world,
+        f"the held-out split of data={config.data.name} has {size} samples, fewer than the "
+        f"{world} ranks that share it; raise data.eval_size or data.eval_fraction, or set "
+        "eval.enabled=false.",
+    )
+
+
+def _scaling_notes(config: Config) -> list[str]:
+    """A warning when the scaling rule is not the one that fits the optimizer."""
+    rule, fits = config.scaling.rule, config.optimizer.recommended_scaling
+    if rule == ScalingRule.none or fits is None or rule == fits:
+        return []
+    return [
+        f"scaling={rule} with optimizer={config.optimizer.name}: the rule that fits "
+        f"{config.optimizer.name} is {fits} (conf/optimizer/{config.optimizer.name}.yaml "
+        "names its source); compare both if that is the question."
+    ]
+
+
+def _schedule(config: Config, lr: float, steps_per_epoch: int | None) -> LrSchedule:
+    s = config.scaling
+    warmup = s.lr_warmup_steps
+    if s.lr_warmup_epochs:
+        require(
+            steps_per_epoch is not None,
+            f"scaling.lr_warmup_epochs={s.lr_warmup_epochs} needs data with a size; use "
+            "scaling.lr_warmup_steps.",
+        )
+        assert steps_per_epoch is not None
+        warmup = max(1, round(s.lr_warmup_epochs * steps_per_epoch))
+    return LrSchedule(
+        warmup_steps=warmup,
+        start=config.base_lr / lr if s.warmup_from == WarmupFrom.base else 0.0,
+        total_steps=config.steps,
+        decay=s.decay,
+        decay_at=tuple(s.decay_at),
+        decay_factor=s.decay_factor,
+    )
+
+
 def _worker_variables(config: Config) -> dict[str, str]:
     """The interconnect arm's NCCL variables and the nccl group's, which must not disagree."""
     arm, tuning = dict(config.interconnect.env), config.nccl.variables()
@@ -322,8 +414,12 @@ def make_plan(
     precision = _resolve_precision(config, device_type, notes)
     _check_machine(config, device_type, nnodes * nproc, notes)
     global_batch = config.batch * nproc * nnodes
+    steps_per_epoch = None
     if config.task.name == TaskName.train:
         _check_data(config, global_batch)
+        config, steps_per_epoch = _resolve_budget(config, nproc * nnodes, overrides, notes)
+        _check_held_out(config, nproc * nnodes)
+        notes.extend(_scaling_notes(config))
     env = plan_env(_worker_variables(config), machine.environ)
     notes.extend(env.warnings(str(config.interconnect.name)))
     if backend == "gloo" and config.interconnect.name != "auto":
@@ -337,6 +433,7 @@ def make_plan(
             "does not apply to backend=gloo."
         )
     s = config.scaling
+    lr = scaled_lr(config.base_lr, s.rule, global_batch, s.reference_batch)
     return JobPlan(
         config=config,
         overrides=list(overrides),
@@ -348,9 +445,11 @@ def make_plan(
         in_place=machine.outside is not None,
         precision=precision,
         global_batch=global_batch,
-        lr=scaled_lr(config.base_lr, s.rule, global_batch, s.reference_batch),
+        lr=lr,
         env=env,
         notes=notes,
+        schedule=_schedule(config, lr, steps_per_epoch),
+        steps_per_epoch=steps_per_epoch,
         max_bytes=config.task.max_bytes or DEFAULT_MAX_BYTES[device_type],
     )
 

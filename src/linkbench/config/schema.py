@@ -97,9 +97,21 @@ class ModelInput(Choice):
 
 class DataName(Choice):
     synthetic = "synthetic"
+    digits = "digits"
     fake = "fake"
     imagefolder = "imagefolder"
     cifar10 = "cifar10"
+
+
+class WarmupFrom(Choice):
+    zero = "zero"
+    base = "base"
+
+
+class Decay(Choice):
+    none = "none"
+    step = "step"
+    cosine = "cosine"
 
 
 class TaskName(Choice):
@@ -197,11 +209,30 @@ class ScalingConfig:
     reference_batch: int = 256
     """base_lr is the learning rate at this global batch."""
     lr_warmup_steps: int = 0
-    """Optimizer steps of linear warmup from 0 to the scaled learning rate."""
+    """Optimizer steps of linear warmup to the scaled learning rate."""
+    lr_warmup_epochs: float = 0.0
+    """The warmup in epochs of the data (Goyal et al.: 5); data with a size only."""
+    warmup_from: WarmupFrom = WarmupFrom.zero
+    """zero: ramp from 0; base: Goyal et al.'s gradual warmup from the unscaled base_lr."""
+    decay: Decay = Decay.none
+    """After the warmup: none, step (x decay_factor at each of decay_at), cosine (to 0)."""
+    decay_at: list[float] = field(default_factory=lambda: [0.5, 0.75])
+    """decay=step: where the steps fall, as fractions of the run."""
+    decay_factor: float = 0.1
 
     def __post_init__(self) -> None:
         require_positive("scaling.", reference_batch=self.reference_batch)
-        require_not_negative("scaling.", lr_warmup_steps=self.lr_warmup_steps)
+        require_not_negative(
+            "scaling.", lr_warmup_steps=self.lr_warmup_steps, lr_warmup_epochs=self.lr_warmup_epochs
+        )
+        require(
+            all(0 < at < 1 for at in self.decay_at),
+            f"scaling.decay_at={list(self.decay_at)} must be fractions of the run between 0 and 1.",
+        )
+        require(
+            0 < self.decay_factor < 1,
+            f"scaling.decay_factor={self.decay_factor} must be between 0 and 1, e.g. 0.1.",
+        )
 
 
 @dataclass
@@ -257,6 +288,8 @@ class OptimizerConfig:
     name: str = "sgd"
     _target_: str = "torch.optim.SGD"
     kwargs: dict[str, Any] = field(default_factory=dict)
+    recommended_scaling: ScalingRule | None = None
+    """The learning-rate rule that fits this optimizer; another one gets a warning."""
 
 
 @dataclass
@@ -270,6 +303,10 @@ class DataConfig:
     num_classes: int = 10
     size: int = 10_000
     num_workers: int = 2
+    eval_size: int = 1_000
+    """synthetic, fake: samples in the held-out set."""
+    eval_fraction: float = 0.2
+    """digits, imagefolder without val/: the share held out (a fixed, seeded split)."""
 
     def __post_init__(self) -> None:
         require(
@@ -282,8 +319,12 @@ class DataConfig:
             f"data.num_classes={self.num_classes} must be positive (it follows "
             "model.num_classes unless set).",
         )
-        require_positive("data.", size=self.size)
+        require_positive("data.", size=self.size, eval_size=self.eval_size)
         require_not_negative("data.", num_workers=self.num_workers)
+        require(
+            0 < self.eval_fraction < 1,
+            f"data.eval_fraction={self.eval_fraction} must be between 0 and 1, e.g. 0.2.",
+        )
 
 
 @dataclass
@@ -439,6 +480,21 @@ class ProfileConfig:
 
 
 @dataclass
+class EvalConfig:
+    """``eval``: held-out loss and top-1 accuracy, over every rank's share of the split."""
+
+    enabled: bool = True
+    every_steps: int = 0
+    """Steps between evaluations (a multiple of log_every); 0: at the end only."""
+    batch: int | None = None
+    """Per-device batch of the evaluation; null: the training batch."""
+
+    def __post_init__(self) -> None:
+        require_not_negative("eval.", every_steps=self.every_steps)
+        require(self.batch is None or self.batch > 0, f"eval.batch={self.batch} must be positive.")
+
+
+@dataclass
 class CheckpointConfig:
     """``checkpoint``: periodic, atomic checkpoints in the job directory."""
 
@@ -483,6 +539,7 @@ class Config:
     comm_hook: CommHookConfig = field(default_factory=CommHookConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     profile: ProfileConfig = field(default_factory=ProfileConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
     batch: int = 32
@@ -490,6 +547,10 @@ class Config:
     devices: int | None = None
     """Local ranks; null means every visible GPU, or 2 processes on a machine without one."""
     steps: int = 100
+    epochs: float | None = None
+    """The budget in passes over the training data instead of steps (data with a size)."""
+    samples: int | None = None
+    """The budget in training samples (over every rank) instead of steps."""
     untimed_steps: int = 10
     """Steps before the timed ones (start-up, compilation); not the learning-rate warmup."""
     warmup_steps: int | None = None
@@ -553,6 +614,7 @@ class Config:
             f"devices={self.devices} must be positive, or null for every visible GPU.",
         )
         self._check_checkpoint()
+        self._check_budget()
         self._check_debug()
         self._check_model_and_data()
         self._check_strategy()
@@ -569,6 +631,22 @@ class Config:
             every == 0 or self.repeats == 1,
             f"checkpoint.every_steps={every} with repeats={self.repeats}: a checkpoint continues "
             "one run; set repeats=1 or checkpoint.every_steps=0.",
+        )
+
+    def _check_budget(self) -> None:
+        require(
+            self.epochs is None or self.samples is None,
+            f"epochs={self.epochs} and samples={self.samples} both set a budget; keep one.",
+        )
+        require(self.epochs is None or self.epochs > 0, f"epochs={self.epochs} must be positive.")
+        require(
+            self.samples is None or self.samples > 0, f"samples={self.samples} must be positive."
+        )
+        every = self.eval.every_steps
+        require(
+            every % self.log_every == 0,
+            f"eval.every_steps={every} must be 0 (at the end) or a multiple of "
+            f"log_every={self.log_every}, so evaluations fall between timing windows.",
         )
 
     def _check_debug(self) -> None:

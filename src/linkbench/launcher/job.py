@@ -28,7 +28,7 @@ from linkbench.files import METRICS_FILE, RERUN_FILE, RESULT_FILE, headline, rea
 from linkbench.launcher.failures import first_failure, first_recorded_failure
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
 from linkbench.launcher.record import JobRecord
-from linkbench.link.nccl_log import parse_files
+from linkbench.link.nccl_log import parse_files, requested_vs_used
 from linkbench.link.transport import verify
 from linkbench.parts.flops import train_flops_per_sample
 from linkbench.worker import checkpoint
@@ -69,6 +69,8 @@ def check_transport(plan: JobPlan) -> dict[str, Any]:
         )  # fmt: skip
     elif transport["verified"]:
         log.info("transport verified: %s", transport["reason"])
+    for ignored in requested_vs_used(summary or {}, plan.config.nccl.variables()):
+        log.warning("!!! %s", ignored)
     else:
         log.info("transport %s, not verified: %s", transport["transport"], transport["reason"])
     return transport

@@ -28,6 +28,7 @@ from linkbench.files import (
 from linkbench.launcher.hparams import write_job_summary
 from linkbench.launcher.provenance import git_state
 from linkbench.link.health import health
+from linkbench.link.nccl_log import requested_vs_used
 from linkbench.link.topology import versions
 from linkbench.link.transport import hardware_witness
 
@@ -66,6 +67,18 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
         "round": c.round,
         "notes": plan.notes,
     }
+
+
+def nccl_tuning(summary: dict[str, Any] | None, requested: dict[str, str]) -> dict[str, Any]:
+    """The algorithms and protocols NCCL's TUNING log says it ran, and the requests (the
+    nccl group's variables) it did not honour."""
+    if not summary:
+        return {"available": False, "reason": "no NCCL log (backend=gloo, or no NCCL lines)"}
+    tuning = summary.get("tuning") or {}
+    if not tuning.get("calls"):
+        return {"available": False, "reason": "no TUNING lines (NCCL prints them on rank 0 "
+                "of communicators of two or more ranks, NCCL 2.20 and newer)"}  # fmt: skip
+    return {"available": True, **tuning, "ignored": requested_vs_used(summary, requested)}
 
 
 def combine_transports(checks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -154,6 +167,9 @@ class JobRecord:
             self.fields["warnings"] = list(hardware.get("warnings", []))
             if self.transports:
                 self.fields["transport"] = combine_transports(self.transports)
+                self.fields["nccl_tuning"] = nccl_tuning(
+                    self.transports[0].get("summary"), self.plan.config.nccl.variables()
+                )
                 self.fields["transport"]["hardware"] = hardware_witness(
                     self.fields.get("hw"),
                     self.fields["metrics"].get("comm_bytes_per_step"),

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-DEBUG_SUBSYSTEMS = "INIT,ENV,GRAPH"
+# INIT, ENV and GRAPH show the transports; TUNING shows the algorithm and protocol of each
+# collective call (rank 0 of each communicator prints it).
+DEBUG_SUBSYSTEMS = "INIT,ENV,GRAPH,TUNING"
 
 
 def nccl_debug_env(log_file: str, environ: dict[str, str]) -> dict[str, str]:

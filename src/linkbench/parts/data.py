@@ -9,20 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler, Subset, TensorDataset
 
-from linkbench.config.schema import Config, DataConfig, DataName, ModelInput
+from linkbench.config.schema import Config, DataName, ModelInput
+from linkbench.parts import datasets
 from linkbench.worker.rank import Rank
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 RANK_SEED_STRIDE = 1000  # ranks per job seed that get distinct synthetic data
+HELD_OUT_SEED = 2**31 - 1  # synthetic held-out data: a seed no job's training data uses
 
 
 @dataclass
@@ -72,40 +70,9 @@ def _synthetic(config: Config, batch: int, device: torch.device, seed: int) -> B
     return Batches(forever(), num_classes)
 
 
-def _dataset(data: DataConfig, local_rank: int) -> Any:
-    from torchvision import datasets
-    from torchvision import transforms as T
-
-    size = data.image_size
-    normalize = T.Normalize(IMAGENET_MEAN, IMAGENET_STD)
-    if data.name == DataName.fake:
-        return datasets.FakeData(
-            size=data.size,
-            image_size=(3, size, size),
-            num_classes=data.num_classes,
-            transform=T.ToTensor(),
-        )
-    assert data.root is not None  # the plan checked it
-    root = Path(data.root).expanduser()
-    if data.name == DataName.imagefolder:
-        if (root / "train").is_dir():
-            root = root / "train"
-        augment = [T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(), normalize]
-        return datasets.ImageFolder(str(root), transform=T.Compose(augment))
-    augment = [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()]
-    if size != 32:
-        augment.append(T.Resize(size, antialias=True))
-    transform = T.Compose([*augment, T.ToTensor(), normalize])
-    if data.download and local_rank == 0:
-        datasets.CIFAR10(str(root), train=True, download=True)
-    if data.download:
-        dist.barrier()
-    return datasets.CIFAR10(str(root), train=True, download=False, transform=transform)
-
-
 def _loader(config: Config, batch: int, me: Rank, start: dict[str, int]) -> Batches:
     data, device, world = config.data, me.device, me.world_size
-    dataset = _dataset(data, me.local_rank)
+    dataset = datasets.dataset(data, config.model.in_channels, me.local_rank)
     sampler = ResumableSampler(
         dataset, num_replicas=world, rank=me.rank, shuffle=True, seed=config.seed, drop_last=True
     )
@@ -161,3 +128,29 @@ def rank_seed(seed: int, rank: int) -> int:
     """A seed of this rank's own, distinct from every other rank's for any job seed below
     :data:`RANK_SEED_STRIDE`."""
     return seed * RANK_SEED_STRIDE + rank
+
+
+def _synthetic_held_out(config: Config, device: torch.device) -> TensorDataset:
+    """A fixed held-out set of the synthetic kind: ``data.eval_size`` random samples."""
+    model, data = config.model, config.data
+    generator = torch.Generator(device="cpu").manual_seed(HELD_OUT_SEED)
+    n = data.eval_size
+    if model.input == ModelInput.tokens:
+        tokens = torch.randint(model.vocab_size, (n, model.seq_len + 1), generator=generator)
+        return TensorDataset(tokens[:, :-1], tokens[:, 1:])
+    shape = (n, model.in_channels, data.image_size, data.image_size)
+    images = torch.randn(*shape, generator=generator)
+    return TensorDataset(images, torch.randint(data.num_classes, (n,), generator=generator))
+
+
+def held_out_batches(config: Config, batch: int, me: Rank) -> Iterator[Batch]:
+    """This rank's share of the held-out split, every sample once over all ranks (rank r
+    takes samples r, r + world, ...: no padding duplicates), on the rank's device."""
+    if config.data.name == DataName.synthetic:
+        held_out: Any = _synthetic_held_out(config, me.device)
+    else:
+        held_out = datasets.dataset(config.data, config.model.in_channels, me.local_rank, True)
+    mine = Subset(held_out, list(range(me.rank, len(held_out), me.world_size)))
+    loader = DataLoader(mine, batch_size=batch, num_workers=0, pin_memory=me.device.type == "cuda")
+    for inputs, targets in loader:
+        yield inputs.to(me.device, non_blocking=True), targets.to(me.device, non_blocking=True)

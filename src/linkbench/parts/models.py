@@ -19,6 +19,9 @@ from torch.nn.parameter import is_lazy
 
 from linkbench.config.schema import ModelConfig
 
+# TinyCNN pools its last feature map to this side: a little of where features are survives.
+POOLED = 4
+
 
 class TinyCNN(nn.Module):
     """Two convolutions and a linear head: trains on two CPU cores in seconds."""
@@ -33,9 +36,9 @@ class TinyCNN(nn.Module):
             nn.Conv2d(16, 32, 3, padding=1),
             nn.BatchNorm2d(32),
             nn.ReLU(inplace=True),
-            nn.AdaptiveAvgPool2d(1),
+            nn.AdaptiveAvgPool2d(POOLED),
         )
-        self.head = nn.Linear(32, num_classes)
+        self.head = nn.Linear(32 * POOLED * POOLED, num_classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.head(torch.flatten(self.features(images), 1))

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from linkbench.config.schema import OptimizerConfig, StrategyName
-from linkbench.parts.scaling import warmup_factor
+from linkbench.parts.scaling import LrSchedule
 
 
 def build_optimizer(
@@ -62,9 +62,7 @@ def build_optimizer(
 
 
 def build_schedule(
-    optimizer: torch.optim.Optimizer, lr_warmup_steps: int
+    optimizer: torch.optim.Optimizer, schedule: LrSchedule
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warmup over ``lr_warmup_steps`` optimizer steps, then the peak lr."""
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_factor(step, lr_warmup_steps)
-    )
+    """The schedule's multiplier on the optimizer's (scaled) learning rate, step by step."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule.factor)

@@ -81,7 +81,7 @@ class Stepper:
             capturable=self.cuda_graphs,
             strategy=self.parallel.kind,
         )
-        self.schedule = build_schedule(self.optimizer, cfg.scaling.lr_warmup_steps)
+        self.schedule = build_schedule(self.optimizer, plan.schedule)
         self._eager_synced_steps = 0
         # Per kind of step (synced or not): the graph, its loss and its input tensors.
         self._graphs: dict[bool, tuple[torch.cuda.CUDAGraph, torch.Tensor, Batch]] = {}

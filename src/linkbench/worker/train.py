@@ -31,10 +31,10 @@ from linkbench.parts import precision
 from linkbench.parts.data import Batches, make_batches
 from linkbench.parts.flops import FlopRate, peak_tflops
 from linkbench.parts.models import build_model, materialize
-from linkbench.parts.scaling import warmup_factor
 from linkbench.worker import checkpoint, probe
 from linkbench.worker.board import Board
 from linkbench.worker.counters import CounterSampler, combine
+from linkbench.worker.evaluate import evaluate
 from linkbench.worker.profiling import record_trace
 from linkbench.worker.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker.stepper import Stepper
@@ -134,6 +134,7 @@ class TrainingRun:
         cfg, me = self.cfg, self.me
         steps, log_every = cfg.steps, cfg.log_every
         every = cfg.checkpoint.every_steps
+        every_eval = cfg.eval.every_steps if cfg.eval.enabled else 0
         crash_at = cfg.debug.crash_at_step if me.rank == cfg.debug.crash_rank else None
         if self.timed_from == self.first:
             self.counters.start()
@@ -155,6 +156,8 @@ class TrainingRun:
                 self.timer.start()
             if done % log_every == 0 or done == steps:
                 self._log_step(done)
+                if every_eval and done % every_eval == 0 and done < steps:
+                    self._evaluate(done)
                 if every and done % every == 0 and done < steps:
                     position = self.batches.position
                     checkpoint.save(Path(self.plan.job_dir), self.stepper, done, position, me)
@@ -165,7 +168,7 @@ class TrainingRun:
     def _log_step(self, done: int) -> None:
         """Close the timing window, check and all-reduce the loss, log (rank 0)."""
         plan, cfg, me = self.plan, self.cfg, self.me
-        scalars = {"train/lr": plan.lr * warmup_factor(done - 1, cfg.scaling.lr_warmup_steps)}
+        scalars = {"train/lr": plan.lr * plan.schedule.factor(done - 1)}
         if done > self.timed_from:
             window = Window(done - self.window_start, self.timer.stop())
             self.windows.append(window)
@@ -194,6 +197,20 @@ class TrainingRun:
             partial = summarize(plan, self.windows, timed_ms, self.mean_loss, self.flops)
             write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
 
+    def _evaluate(self, done: int) -> dict[str, float]:
+        """Evaluate on the held-out split (between timing windows); rank 0 logs it."""
+        found = evaluate(self.stepper, self.plan, self.me)
+        if self.board is not None:
+            self.board.scalars(
+                done, {"eval/loss": found["eval_loss"], "eval/accuracy": found["eval_accuracy"]}
+            )
+            log.info(
+                "step %d/%d  eval loss %.4f  accuracy %.2f%% of %d held-out samples", done,
+                self.cfg.steps, found["eval_loss"], 100 * found["eval_accuracy"],
+                found["eval_samples"],
+            )  # fmt: skip
+        return found
+
     def metrics(self) -> dict[str, Any]:
         """The timed steps' metrics (the slowest rank's time), then the communication probe."""
         me = self.me
@@ -209,6 +226,8 @@ class TrainingRun:
         if me.device.type == "cuda":
             # Peak memory of the training steps, before the probe may capture a second graph.
             metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
+        if self.cfg.eval.enabled:  # the model as trained for `steps`, before the probes
+            metrics.update(self._evaluate(self.cfg.steps))
         hw: list[Any] = [None] * me.world_size
         dist.all_gather_object(hw, self.counters.stop(metrics["timed_steps"]))
         self.hw = combine(hw)
