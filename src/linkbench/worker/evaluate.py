@@ -37,7 +37,7 @@ def evaluate(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, float]:
                 loss = torch.nn.functional.cross_entropy(flat, labels, reduction="sum")
                 correct = (flat.argmax(dim=-1) == labels).sum()
                 count = torch.tensor(labels.numel(), device=me.device)
-                totals += torch.stack([loss, correct, count]).double()
+                totals += torch.stack([loss.double(), correct.double(), count.double()])
     finally:
         module.train(was_training)
     dist.all_reduce(totals)
