@@ -124,7 +124,7 @@ def test_runs_to_decide_grows_as_the_question_gets_harder():
 
 def test_mean_interval_is_students_on_the_scale_of_the_values():
     # Values that can be negative (a comm fraction): the arithmetic mean and Student's t.
-    mean = mean_interval([-0.1, 0.1, 0.3])
+    mean = mean_interval([-0.1, 0.1, 0.3], geometric=False)
     assert mean.mean == pytest.approx(0.1)
     # t(0.975, 2) = 4.303; sd = 0.2; half = 4.303 * 0.2 / sqrt(3)
     assert mean.high - mean.mean == pytest.approx(4.303 * 0.2 / math.sqrt(3), rel=1e-3)

@@ -37,6 +37,7 @@ from linkbench.files import RESULT_FILE
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
+DEFAULT_TOLERANCE = 0.01  # held-out accuracy "stays" within one point of the smallest batch's
 TRACE_NOTE = (
     "Milliseconds per profiled step, mean over ranks and traced jobs, from the torch.profiler "
     "traces (src/linkbench/analysis/trace.py has the definitions; overlap ratio = time "
@@ -128,6 +129,7 @@ def markdown(
     comparisons: list[Comparison],
     scaling: list[ScalingRow],
     margin: float,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> str:
     jobs = [j for c in configs for j in c.jobs]
     done = sum(j.get("status") == "completed" for j in jobs)
@@ -151,6 +153,8 @@ def markdown(
             "",
         ]
         out += [*_scaling_table(scaling), ""]
+    if convergence := _convergence(configs, tolerance):
+        out += ["## Convergence: held-out accuracy", "", *convergence, ""]
     if breakdown := _trace_table(configs):
         out += ["## Where the step goes (profile=trace)", "", TRACE_NOTE, "", *breakdown, ""]
     out += [f"## Configurations: geometric mean [{CONFIDENCE:.0%} interval over runs]", ""]
@@ -181,6 +185,44 @@ def _trace_table(configs: list[Configuration]) -> list[str]:
         "| exposed comm (no_sync probe) | other | overlap ratio |"
     )
     return [header, "|---|---:|---:|---:|---:|---:|---:|---:|", *rows]
+
+
+def _global_batch(config: Configuration) -> int:
+    return int(config.first("global_batch") or 0)
+
+
+def _convergence(configs: list[Configuration], tolerance: float) -> list[str]:
+    """Held-out accuracy per configuration, and per rule (every setting but the batch), the
+    largest global batch whose accuracy stays within ``tolerance`` of the smallest batch's."""
+    scored = [(c, m) for c in configs if (m := c.mean("eval_accuracy")) is not None]
+    if not scored:
+        return []
+    out = [
+        "| configuration | global batch | held-out accuracy [95% CI] | runs |",
+        "|---|---:|---|---:|",
+    ]
+    for config, m in scored:
+        shown = f"{m.mean:.2%} [{m.low:.2%}, {m.high:.2%}]" if m.runs > 1 else f"{m.mean:.2%}"
+        out.append(f"| {config.label()} | {_global_batch(config)} | {shown} | {m.runs} |")
+    rules: dict[str, list[tuple[int, float]]] = {}
+    for config, m in scored:
+        rule = config.label(skip="batch") if "batch" in config.values_by_key else "all"
+        rules.setdefault(rule, []).append((_global_batch(config), m.mean))
+    out += ["", f"Largest global batch whose mean accuracy stays within {tolerance:.1%} "
+            "(absolute) of the smallest batch's:", ""]  # fmt: skip
+    for rule, points in rules.items():
+        points.sort()
+        (small, reference), held = points[0], points[0][0]
+        for batch, accuracy in points[1:]:
+            if accuracy < reference - tolerance:
+                break
+            held = batch
+        out.append(
+            f"- {rule}: held up to global batch {held} (from {reference:.2%} at {small}; "
+            + ", ".join(f"{b}: {a:.2%}" for b, a in points[1:])
+            + ")"
+        )
+    return out
 
 
 def _jobs_table(configs: list[Configuration]) -> list[str]:
@@ -260,6 +302,7 @@ def write_summary(
     axis: str | None = None,
     baseline: Any = None,
     margin: float = DEFAULT_MARGIN,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> str | None:
     """Write summary.csv, summary.md and plots into the sweep directory; return the markdown.
 
@@ -284,7 +327,7 @@ def write_summary(
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    text = markdown(sweep_dir, configs, comparisons, scaling, margin)
+    text = markdown(sweep_dir, configs, comparisons, scaling, margin, tolerance)
     (sweep_dir / SUMMARY_MD).write_text(text)
     from linkbench.analysis.plots import plot_sweep
 

@@ -78,16 +78,19 @@ def _t(df: float, confidence: float = CONFIDENCE) -> float:
     return float(scipy_stats.t.ppf(0.5 + confidence / 2, df))
 
 
-def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Mean:
-    """The mean of ``values`` and its t-interval; for positive values (throughputs, times)
-    the geometric mean and a t-interval on the log scale, the scale ratios are taken on."""
+def mean_interval(
+    values: Sequence[float], geometric: bool = True, confidence: float = CONFIDENCE
+) -> Mean:
+    """The mean of ``values`` and its t-interval: for rates and times (``geometric``, all
+    positive) the geometric mean with a t-interval on the log scale, the scale ratios are
+    taken on; otherwise (accuracies, fractions) the arithmetic mean and Student's t."""
     n = len(values)
     if n == 1:
         return Mean(values[0], values[0], values[0], 1)
-    positive = min(values) > 0
+    positive = geometric and min(values) > 0
     scaled = [math.log(v) for v in values] if positive else list(values)
     mean = statistics.fmean(scaled)
-    half = _t(n - 1, confidence) * statistics.stdev(scaled) / math.sqrt(n) if n > 1 else 0.0
+    half = _t(n - 1, confidence) * statistics.stdev(scaled) / math.sqrt(n)
     if positive:
         return Mean(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n)
     return Mean(mean, mean - half, mean + half, n)

@@ -23,7 +23,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from linkbench.analysis.report import SUMMARY_MD, write_summary
+from linkbench.analysis.report import DEFAULT_TOLERANCE, SUMMARY_MD, write_summary
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.launcher.sweeper import sweep_rounds
 
@@ -59,9 +59,14 @@ class SweepSummary(Callback):
     """Registered in conf/config.yaml under hydra.callbacks."""
 
     def __init__(
-        self, axis: str | None = None, baseline: Any = None, margin: float = DEFAULT_MARGIN
+        self,
+        axis: str | None = None,
+        baseline: Any = None,
+        margin: float = DEFAULT_MARGIN,
+        accuracy_tolerance: float = DEFAULT_TOLERANCE,
     ) -> None:
         self.axis, self.baseline, self.margin = axis, baseline, margin
+        self.tolerance = accuracy_tolerance
         self.expected: int | None = None
         self.finished = 0
         self.printed = False
@@ -86,7 +91,7 @@ class SweepSummary(Callback):
                 self._print(sweep_dir, text)
 
     def _write(self, sweep_dir: Path) -> str | None:
-        return write_summary(sweep_dir, self.axis, self.baseline, self.margin)
+        return write_summary(sweep_dir, self.axis, self.baseline, self.margin, self.tolerance)
 
     def _print(self, sweep_dir: Path, text: str) -> None:
         self.printed = True

@@ -30,6 +30,8 @@ FINAL_METRICS = {
     "comm_fraction": "final/comm_fraction",
     "busbw_gbps_peak": "final/busbw_gbps_peak",
     "final_loss": "final/loss",
+    "eval_loss": "final/eval_loss",
+    "eval_accuracy": "final/eval_accuracy",
 }
 REPEAT_METRICS = ("samples_per_sec", "step_time_ms", "busbw_gbps_peak")
 CUSTOM_SCALARS = {

@@ -1,0 +1,43 @@
+"""Convergence from real runs: held-out accuracy on digits, equal-epoch sweeps, the
+lr_scaling_cpu study's summary."""
+
+from __future__ import annotations
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from ..conftest import load_result, run_cli
+
+
+def test_digits_reach_ninety_percent_held_out_in_five_epochs(tmp_path):
+    done = run_cli(["data=digits", "eval.every_steps=50", "epochs=5", f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(tmp_path)
+    assert result["metrics"]["eval_accuracy"] > 0.90
+    assert result["metrics"]["eval_samples"] == 360
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert [e.step for e in events.Scalars("eval/accuracy")] == [50, 100, 110]
+
+
+def test_an_equal_epoch_sweep_runs_the_same_samples(tmp_path):
+    args = ["-m", "data=digits", "batch=16,64", "epochs=3", "task.no_sync_steps=0",
+            "untimed_steps=2", "log_every=2", f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
+    done = run_cli(args, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [
+        load_result(job) for job in sorted(tmp_path.glob("*/")) if (job / "result.json").exists()
+    ]
+    assert sorted(r["steps"] for r in results) == [33, 132]
+    assert {r["samples_seen"] for r in results} == {3 * 1408}
+    assert "## Convergence: held-out accuracy" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_lr_scaling_cpu_study_says_where_accuracy_held(tmp_path):
+    done = run_cli(["-m", "+experiment=lr_scaling_cpu", f"hydra.sweep.dir={tmp_path}"], timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    held = [line for line in done.stdout.splitlines() if ": held up to global batch" in line]
+    assert {line.split(":")[0] for line in held} == {
+        "- scaling=none", "- scaling=linear", "- scaling=sqrt"
+    }  # fmt: skip
