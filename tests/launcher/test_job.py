@@ -11,7 +11,7 @@ from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from linkbench.launcher.hparams import FINAL_METRICS
 
-from ..conftest import QUICK, clean_env, load_result, run_cli
+from ..conftest import QUICK, REPO, clean_env, load_result, run_cli
 
 EXPECTED_SCALARS = {
     "train/loss",
@@ -196,3 +196,58 @@ def test_profile_trace_writes_a_trace_per_rank_and_its_breakdown(tmp_path):
     events = EventAccumulator(str(job))
     events.Reload()
     assert "trace/rank1/exposed_comm_ms" in events.Tags()["scalars"]
+
+
+def test_a_terminal_shows_a_progress_bar_instead_of_rank_0s_lines(tmp_path):
+    """Under a pseudo-terminal (as a person at a shell) the job draws a bar."""
+    import os
+    import pty
+    import sys
+
+    chunks: list[bytes] = []
+
+    def read(fd: int) -> bytes:
+        data = os.read(fd, 4096)
+        chunks.append(data)
+        return data
+
+    command = [sys.executable, "run.py", *QUICK, "steps=10", f"hydra.run.dir={tmp_path}"]
+    env = clean_env()
+    saved = dict(os.environ)
+    os.chdir(REPO)
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        status = pty.spawn(command, read)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    console = b"".join(chunks).decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, console[-2000:]
+    assert "10/10" in console and "step/s" in console, console[-2000:]
+    assert "[rank0]" not in console
+
+
+def test_a_sweep_says_job_k_of_n_and_its_wall_time(cpu_sweep):
+    console = cpu_sweep.done.stdout + cpu_sweep.done.stderr
+    assert "job 1/8 (0 s elapsed)" in console
+    assert "job 8/8 (" in console and "s left)" in console
+    assert "sweep wall time" in console and "timed training steps" in console
+
+
+@pytest.mark.slow
+def test_compile_caches_survive_between_the_jobs_of_a_sweep(tmp_path):
+    args = ["-m", "seed=0,1", "compile=true", "steps=8", "untimed_steps=4", "log_every=4"]
+    args += ["task.no_sync_steps=0", "eval.enabled=false", f"hydra.sweep.dir={tmp_path}"]
+    done = run_cli(args, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = (
+        load_result(p.parent)["metrics"] for p in sorted(tmp_path.glob("*/result.json"))
+    )
+    assert first["compile_cache"]["dir"] == str(tmp_path / ".compile_cache")
+    assert first["compile_cache"]["fxgraph_misses"] > 0
+    assert (
+        second["compile_cache"]["fxgraph_hits"] > 0
+        and second["compile_cache"]["fxgraph_misses"] == 0
+    )
+    assert second["first_step_s"] < first["first_step_s"] / 2

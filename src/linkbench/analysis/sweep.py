@@ -108,6 +108,16 @@ def load_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
     return results
 
 
+def timed_training_s(results: list[dict[str, Any]]) -> float:
+    """Seconds of timed training steps in every run of every job."""
+    total = 0.0
+    for result in results:
+        metrics = result.get("metrics") or {}
+        for run in result.get("repeat_metrics") or [metrics]:
+            total += run.get("timed_steps", 0) * run.get("step_time_ms", 0.0) / 1e3
+    return total
+
+
 def swept_keys(results: list[dict[str, Any]]) -> list[str]:
     """Override keys whose values differ between the jobs, in first-seen order."""
     seen: dict[str, set] = {}

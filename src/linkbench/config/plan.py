@@ -37,6 +37,9 @@ from linkbench.parts.datasets import held_out_size, train_size
 from linkbench.parts.scaling import LrSchedule, scaled_lr
 
 CPU_DEFAULT_DEVICES = 2
+# cudnn_benchmark=null turns cuDNN's algorithm timing on for runs this long: its seconds in
+# the first step are repaid by a faster step (benchmarks/RESULTS.md, "cuDNN autotuning").
+CUDNN_BENCHMARK_MIN_STEPS = 1000
 # task.max_bytes=null means this many bytes, by device type.
 DEFAULT_MAX_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
 # What torchrun (and submitit's TorchDistributedEnvironment) set in every process it starts.
@@ -107,6 +110,10 @@ class JobPlan:
     """The learning-rate schedule's multiplier, step by step (warmup, decay)."""
     steps_per_epoch: int | None = None
     """Steps of one pass over the training data (data with a size only)."""
+    compile_cache_dir: str | None = None
+    """compile=true: the sweep's shared compile cache (None: torch's per-user default)."""
+    cudnn_benchmark: bool = True
+    """cudnn_benchmark resolved: auto is on when the run is long enough to repay the tuning."""
     flops_per_sample: int | None = None
     """Training FLOPs of one sample (:mod:`linkbench.parts.flops`), counted by the launcher."""
     resume_step: int | None = None
@@ -434,6 +441,9 @@ def make_plan(
         )
     s = config.scaling
     lr = scaled_lr(config.base_lr, s.rule, global_batch, s.reference_batch)
+    cudnn = config.cudnn_benchmark
+    if cudnn is None:
+        cudnn = config.steps >= CUDNN_BENCHMARK_MIN_STEPS
     return JobPlan(
         config=config,
         overrides=list(overrides),
@@ -450,6 +460,7 @@ def make_plan(
         notes=notes,
         schedule=_schedule(config, lr, steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
+        cudnn_benchmark=cudnn,
         max_bytes=config.task.max_bytes or DEFAULT_MAX_BYTES[device_type],
     )
 

@@ -573,8 +573,10 @@ class Config:
     """torch.compile's mode: default, reduce-overhead (CUDA graphs), max-autotune, ..."""
     cuda_graphs: bool = False
     """Capture the whole step (forward, backward, all-reduce, optimizer) as one CUDA graph."""
-    cudnn_benchmark: bool = True
-    """Let cuDNN time its convolution algorithms in the first step and keep the fastest."""
+    cudnn_benchmark: bool | None = None
+    """Let cuDNN time its convolution algorithms in the first step and keep the fastest;
+    null (auto): on for runs of CUDNN_BENCHMARK_MIN_STEPS steps or more, long enough to
+    repay the seconds it costs (benchmarks/RESULTS.md has the measurement)."""
     nvtx: bool = False
     """NVTX ranges around forward, backward, optimizer and each bucket's all-reduce (for
     Nsight Systems: ``nsys profile -t cuda,nvtx,osrt python run.py ...``)."""

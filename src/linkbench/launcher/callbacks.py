@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from omegaconf import DictConfig
 
 from linkbench.analysis.report import DEFAULT_TOLERANCE, SUMMARY_MD, write_summary
 from linkbench.analysis.stats import DEFAULT_MARGIN
+from linkbench.analysis.sweep import load_sweep, timed_training_s
 from linkbench.launcher.sweeper import sweep_rounds
 
 log = logging.getLogger("linkbench")
@@ -70,11 +72,26 @@ class SweepSummary(Callback):
         self.expected: int | None = None
         self.finished = 0
         self.printed = False
+        self.started = time.monotonic()
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.expected = expected_jobs(config)
         self.finished = 0
         self.printed = False
+        self.started = time.monotonic()
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """``job k/N`` with the time so far and an estimate of what is left."""
+        if config.hydra.mode != RunMode.MULTIRUN or os.environ.get("RANK", "0") != "0":
+            return
+        elapsed = time.monotonic() - self.started
+        total = "?" if self.expected is None else str(self.expected)
+        left = ""
+        if self.finished and self.expected is not None:
+            left = f", about {elapsed / self.finished * (self.expected - self.finished):.0f} s left"
+        overrides = " ".join(config.hydra.overrides.task)
+        log.info("job %d/%s (%.0f s elapsed%s): %s", self.finished + 1, total, elapsed, left,
+                 overrides)  # fmt: skip
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if config.hydra.mode != RunMode.MULTIRUN or os.environ.get("RANK", "0") != "0":
@@ -95,7 +112,13 @@ class SweepSummary(Callback):
 
     def _print(self, sweep_dir: Path, text: str) -> None:
         self.printed = True
-        print(f"\n{text}\n(summary: {sweep_dir / SUMMARY_MD}, summary.csv and plots beside it)")
+        wall = time.monotonic() - self.started
+        timed = timed_training_s(load_sweep(sweep_dir))
+        print(
+            f"\n{text}\n(summary: {sweep_dir / SUMMARY_MD}, summary.csv and plots beside it)\n"
+            f"sweep wall time {wall:.1f} s, of which {timed:.1f} s timed training steps "
+            f"({timed / wall:.0%})"
+        )
 
 
 def unwritable_reason(directory: Path) -> str | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -27,6 +28,7 @@ from linkbench.config.schema import TaskName
 from linkbench.files import METRICS_FILE, RERUN_FILE, RESULT_FILE, headline, read_json
 from linkbench.launcher.failures import first_failure, first_recorded_failure
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
+from linkbench.launcher.progress import ProgressBar, console_is_terminal
 from linkbench.launcher.record import JobRecord
 from linkbench.link.nccl_log import parse_files, requested_vs_used
 from linkbench.link.transport import verify
@@ -36,6 +38,7 @@ from linkbench.worker.main import worker_main
 from linkbench.worker.stop import Stopped
 
 log = logging.getLogger("linkbench")
+COMPILE_CACHE_DIR = ".compile_cache"  # in the sweep's directory, shared by its jobs
 
 
 def _failure_message(error: ChildFailedError, plan: JobPlan) -> tuple[int, str]:
@@ -136,8 +139,10 @@ def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> Non
         )  # fmt: skip
         (Path(plan.job_dir) / METRICS_FILE).unlink(missing_ok=True)
         launched_at = time.time()
+        bar = console_is_terminal() and not plan.in_place
         try:
-            returns = launch(run)
+            with ProgressBar(run, enabled=bar):
+                returns = launch(run, show_rank0=not bar)
         finally:
             record.add_transport(check_transport(run))
         returned = dict(returns[0])
@@ -216,6 +221,9 @@ def run_job(cfg: DictConfig) -> float:
     job_started_at = time.time()
     try:
         plan = with_flops(_plan_job(cfg, job_dir, overrides, machine))
+        if plan.config.compile and hydra_cfg.mode == RunMode.MULTIRUN:
+            sweep_cache = str(Path(hydra_cfg.sweep.dir) / COMPILE_CACHE_DIR)
+            plan = dataclasses.replace(plan, compile_cache_dir=sweep_cache)
         record.planned(plan)
         record.fields["auto"] = _auto_choices(hydra_cfg, plan)
         write_rerun_config(plan, job_dir)

@@ -35,10 +35,11 @@ PRELOAD = ["torch", "torch._dynamo", "linkbench.worker.main"]
 
 
 class JobLogsSpecs(LogsSpecs):
-    """Flat per-rank log files in one folder; rank 0 teed to the console."""
+    """Flat per-rank log files in one folder; rank 0 teed to the console (unless None)."""
 
-    def __init__(self, log_dir: Path, console_rank: int = 0) -> None:
-        super().__init__(str(log_dir), redirects=Std.ALL, tee={console_rank: Std.ALL})
+    def __init__(self, log_dir: Path, console_rank: int | None = 0) -> None:
+        tee = {} if console_rank is None else {console_rank: Std.ALL}
+        super().__init__(str(log_dir), redirects=Std.ALL, tee=tee)
         self.log_dir = log_dir
         self.console_rank = console_rank
 
@@ -82,7 +83,7 @@ def _keep_previous_attempt(log_dir: Path) -> None:
         path.rename(keep / path.name)
 
 
-def launch(plan: JobPlan) -> dict[int, Any]:
+def launch(plan: JobPlan, show_rank0: bool = True) -> dict[int, Any]:
     """Run :func:`worker_main` on every rank; returns {rank: return value}.
 
     Raises ``ChildFailedError`` when a worker fails; the launcher then stops the others.
@@ -107,7 +108,7 @@ def launch(plan: JobPlan) -> dict[int, Any]:
         monitor_interval=0.1,
         start_method="forkserver",
         log_line_prefix_template="[rank${rank}] ",
-        logs_specs=JobLogsSpecs(plan.log_dir),
+        logs_specs=JobLogsSpecs(plan.log_dir, console_rank=0 if show_rank0 else None),
     )
     multiprocessing.set_forkserver_preload(PRELOAD)  # once per process
     saved = dict(os.environ)

@@ -68,6 +68,7 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
         "untimed_steps": c.untimed_steps,
         "seed": c.seed,
         "repeats": c.repeats,
+        "cudnn_benchmark": plan.cudnn_benchmark,
         "round": c.round,
         "notes": plan.notes,
     }

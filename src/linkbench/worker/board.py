@@ -48,7 +48,7 @@ def hardware_markdown(hardware: dict[str, Any]) -> str:
 class Board:
     """Rank 0's TensorBoard writer for one job; silent for repeats after the first."""
 
-    def __init__(self, plan: JobPlan, hardware: dict[str, Any] | None = None) -> None:
+    def __init__(self, plan: JobPlan) -> None:
         self.writer = None
         if plan.repeat > 0:
             return
@@ -58,9 +58,12 @@ class Board:
         config_yaml = OmegaConf.to_yaml(typed_to_plain(plan.config))
         self.writer.add_text("config", as_markdown_code(config_yaml))
         self.writer.add_text("overrides", as_markdown_code("\n".join(plan.overrides) or "(none)"))
-        if hardware is not None:
-            self.writer.add_text("hardware", hardware_markdown(hardware))
         self.writer.flush()
+
+    def hardware(self, hardware: dict[str, Any]) -> None:
+        """The hardware record as TensorBoard text."""
+        if self.writer is not None:
+            self.writer.add_text("hardware", hardware_markdown(hardware))
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         if self.writer is None:

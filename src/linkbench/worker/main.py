@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -72,27 +73,42 @@ def _gpu_uuid(device: torch.device) -> str | None:
     return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
 
 
-def describe_hardware(plan: JobPlan, me: Rank) -> dict[str, Any] | None:
-    """Rank 0 gets (and writes to hardware.json) the GPUs of every rank on its host."""
-    mine = {"host": socket.gethostname(), "uuid": _gpu_uuid(me.device)}
-    everyone: list[Any] = [None] * me.world_size
-    dist.all_gather_object(everyone, mine)
-    if not me.is_main:
-        return None
-    uuids = [p["uuid"] for p in everyone if p["host"] == mine["host"] and p["uuid"]]
-    topology = gpu_topology(uuids) if uuids else {"available": False, "reason": "no GPU in use"}
-    warnings = link_warnings(topology, str(plan.config.interconnect.name))
-    hardware: dict[str, Any] = {
-        "versions": versions(),
-        "hosts": sorted({p["host"] for p in everyone}),
-        "topology": topology,
-        "nvidia_smi_topo": nvidia_smi_topology() if uuids else None,
-        "warnings": warnings,
-    }
-    for warning in warnings:
-        log.warning("!!! %s", warning)
-    write_json(Path(plan.job_dir) / HARDWARE_FILE, hardware)
-    return hardware
+class HardwareDescription:
+    """Rank 0's record of the GPUs of every rank on its host (hardware.json), gathered in a
+    thread while the task runs: NVML and ``nvidia-smi topo -m`` take seconds the first step
+    need not wait for. Every rank takes part in the collective gather at construction."""
+
+    def __init__(self, plan: JobPlan, me: Rank) -> None:
+        self.plan = plan
+        mine = {"host": socket.gethostname(), "uuid": _gpu_uuid(me.device)}
+        everyone: list[Any] = [None] * me.world_size
+        dist.all_gather_object(everyone, mine)
+        self._result: dict[str, Any] = {}
+        self._thread: threading.Thread | None = None
+        if me.is_main:
+            self._thread = threading.Thread(target=self._describe, args=(everyone, mine["host"]))
+            self._thread.start()
+
+    def _describe(self, everyone: list[dict[str, Any]], host: str) -> None:
+        uuids = [p["uuid"] for p in everyone if p["host"] == host and p["uuid"]]
+        topology = gpu_topology(uuids) if uuids else {"available": False, "reason": "no GPU in use"}
+        self._result = {
+            "versions": versions(),
+            "hosts": sorted({p["host"] for p in everyone}),
+            "topology": topology,
+            "nvidia_smi_topo": nvidia_smi_topology() if uuids else None,
+            "warnings": link_warnings(topology, str(self.plan.config.interconnect.name)),
+        }
+
+    def finish(self) -> dict[str, Any] | None:
+        """Rank 0: the record, written to hardware.json, its warnings logged; others None."""
+        if self._thread is None:
+            return None
+        self._thread.join()
+        for warning in self._result["warnings"]:
+            log.warning("!!! %s", warning)
+        write_json(Path(self.plan.job_dir) / HARDWARE_FILE, self._result)
+        return self._result
 
 
 def worker_main(plan: JobPlan) -> dict[str, Any]:
@@ -115,10 +131,10 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         device_id=device if plan.backend == "nccl" else None,
         timeout=timedelta(seconds=plan.config.dist_timeout_s),
     )
-    board = None
+    board = hardware = None
     try:
-        hardware = describe_hardware(plan, me)
-        board = Board(plan, hardware) if me.is_main else None
+        hardware = HardwareDescription(plan, me)
+        board = Board(plan) if me.is_main else None
         task_started_at = time.time()
         out = TASKS[plan.config.task.name](plan, me, board)
         if me.is_main:
@@ -136,6 +152,9 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         log.exception("rank %d failed", rank)
         raise
     finally:
+        described = hardware.finish() if hardware is not None else None
         if board is not None:
+            if described is not None:
+                board.hardware(described)
             board.close()
         dist.destroy_process_group()

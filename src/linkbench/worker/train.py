@@ -33,6 +33,7 @@ from linkbench.parts.flops import FlopRate, peak_tflops
 from linkbench.parts.models import build_model, materialize
 from linkbench.worker import checkpoint, probe
 from linkbench.worker.board import Board
+from linkbench.worker.compile_cache import cache_counters, use_cache
 from linkbench.worker.counters import CounterSampler, combine
 from linkbench.worker.evaluate import evaluate
 from linkbench.worker.profiling import record_trace
@@ -92,7 +93,7 @@ def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | N
     cfg, device = plan.config, me.device
     torch.manual_seed(cfg.seed)
     precision.configure_tf32(plan.precision == PrecisionName.tf32)
-    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    torch.backends.cudnn.benchmark = plan.cudnn_benchmark
     state = checkpoint.load(Path(plan.job_dir), device) if plan.resume_step is not None else None
     start = state["data"] if state else None
     batches = make_batches(cfg, cfg.batch, me, start)
@@ -116,6 +117,7 @@ class TrainingRun:
     def __init__(self, plan: JobPlan, me: Rank, board: Board | None) -> None:
         self.plan, self.me, self.board = plan, me, board
         self.cfg = plan.config
+        self.compile_cache = use_cache(plan.compile_cache_dir) if self.cfg.compile else None
         self.stepper, self.batches, self.first, self.flops = _build(plan, me)
         # The last untimed step: the untimed steps count again after a resume.
         self.timed_from = self.first + self.cfg.untimed_steps
@@ -221,6 +223,8 @@ class TrainingRun:
         )  # fmt: skip
         if self.first_step_s is not None:
             metrics["first_step_s"] = self.first_step_s
+        if self.compile_cache is not None:
+            metrics["compile_cache"] = {**self.compile_cache, **cache_counters()}
         if self.first:
             metrics["resumed_from_step"] = self.first
         if me.device.type == "cuda":
