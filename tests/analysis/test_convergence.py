@@ -20,6 +20,7 @@ def test_digits_reach_ninety_percent_held_out_in_five_epochs(tmp_path):
     assert [e.step for e in events.Scalars("eval/accuracy")] == [50, 100, 110]
 
 
+@pytest.mark.slow
 def test_an_equal_epoch_sweep_runs_the_same_samples(tmp_path):
     args = ["-m", "data=digits", "batch=16,64", "epochs=3", "task.no_sync_steps=0",
             "untimed_steps=2", "log_every=2", f"hydra.sweep.dir={tmp_path}"]  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import re
 
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from ..conftest import run_cli
@@ -15,6 +16,7 @@ from ..conftest import run_cli
 INJECTED_MS = 20
 
 
+@pytest.mark.slow
 def test_an_injected_delay_is_found_slower_and_its_interval_covers_it(tmp_path):
     args = [
         "-m", "backend=gloo", "devices=2", f"debug.step_delay_ms=0,{INJECTED_MS}", "repeats=3",
@@ -30,6 +32,7 @@ def test_an_injected_delay_is_found_slower_and_its_interval_covers_it(tmp_path):
     assert low <= INJECTED_MS <= high, line
 
 
+@pytest.mark.slow
 def test_a_device_sweep_on_cpu_prints_the_scaling_table(tmp_path):
     args = ["-m", "devices=1,2", "steps=20", "untimed_steps=4", "log_every=4", "batch=8",
             "task.no_sync_steps=2", f"hydra.sweep.dir={tmp_path}"]  # fmt: skip

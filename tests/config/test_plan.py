@@ -44,7 +44,8 @@ def test_every_option_composes_and_plans(compose_config, tmp_path, group, option
     cfg = compose_config([f"{group}={option}", *extra_overrides(group, option, tmp_path)])
     if "name" in cfg[group] and (group, option) not in {("model", "torchvision")}:
         assert str(cfg[group].name) == option
-    machine = ONE_GPU if (group, option) in {("precision", "fp16"), ("backend", "nccl")} else CPU
+    needs_gpu = {("precision", "fp16"), ("backend", "nccl"), ("task", "links")}
+    machine = ONE_GPU if (group, option) in needs_gpu else CPU
     plan = make_plan(cfg, str(tmp_path), [], machine)
     assert plan.global_batch == cfg.batch * plan.world_size
     assert plan.lr > 0

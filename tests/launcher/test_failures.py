@@ -220,6 +220,7 @@ def test_resume_continues_a_crashed_job_from_its_checkpoint(tmp_path):
     assert _loss_steps(resumed) == [2, 4, 6, 8, 10, 12]
 
 
+@pytest.mark.slow
 def test_resume_over_a_damaged_checkpoint_starts_over_and_keeps_it_aside(tmp_path):
     job = ["steps=8", "log_every=2", "untimed_steps=2", "batch=4", "checkpoint.every_steps=4"]
     job += ["task.no_sync_steps=0", f"hydra.run.dir={tmp_path}"]
@@ -239,6 +240,7 @@ def test_resume_over_a_damaged_checkpoint_starts_over_and_keeps_it_aside(tmp_pat
     assert any("damaged" in note for note in result["notes"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["fsdp", "zero1"])
 def test_a_sharded_job_resumes_from_its_checkpoint_where_it_would_have_ended(tmp_path, strategy):
     job = ["steps=12", "log_every=2", "untimed_steps=2", "batch=4", "checkpoint.every_steps=6"]

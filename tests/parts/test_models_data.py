@@ -12,7 +12,7 @@ from linkbench.parts.data import make_batches
 from linkbench.parts.flops import train_flops_per_sample
 from linkbench.parts.models import build_model, cross_entropy
 from linkbench.parts.optim import build_optimizer
-from linkbench.parts.scaling import scaled_lr, warmup_factor
+from linkbench.parts.scaling import scaled_lr
 from linkbench.worker.rank import Rank
 
 CPU = torch.device("cpu")
@@ -84,12 +84,10 @@ def test_too_little_data_for_one_batch_is_an_error(compose_config, tmp_path):
         make_batches(config, 4, Rank(0, 0, 2, CPU))
 
 
-def test_scaling_rules_and_warmup():
+def test_scaling_rules():
     assert scaled_lr(0.1, "linear", 1024, 256) == pytest.approx(0.4)
     assert scaled_lr(0.1, "sqrt", 1024, 256) == pytest.approx(0.2)
     assert scaled_lr(0.1, "none", 1024, 256) == pytest.approx(0.1)
-    assert [warmup_factor(s, 4) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
-    assert warmup_factor(0, 0) == 1.0
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])

@@ -62,9 +62,12 @@ def test_training_job_measures_exposed_communication(default_job):
     job = default_job.path
     result = json.loads((job / "result.json").read_text())
     m = result["metrics"]  # medians of the two runs
-    assert 0 <= m["comm_fraction"] <= 1
+    assert m["comm_fraction"] <= 1
+    if m["comm_fraction"] < 0:  # the probe's noise exceeded the exposed time: said, not hidden
+        assert "negative" in m["comm_exposed_note"]
+    pooled = 32 * 4 * 4  # TinyCNN's 32 channels pooled to 4 x 4
     assert m["grad_bytes"] == 4 * (
-        3 * 16 * 9 + 16 + 2 * 16 + 16 * 32 * 9 + 32 + 2 * 32 + 32 * 10 + 10
+        3 * 16 * 9 + 16 + 2 * 16 + 16 * 32 * 9 + 32 + 2 * 32 + pooled * 10 + 10
     )
     assert m["ddp_backward_comm_ms"] > 0
     assert result["transport"]["transport"] == "gloo" and result["transport"]["verified"] is None

@@ -195,8 +195,8 @@ def _convergence(configs: list[Configuration], tolerance: float) -> list[str]:
     """Held-out accuracy per configuration, and per rule (every setting but the batch), the
     largest global batch whose accuracy stays within ``tolerance`` of the smallest batch's."""
     scored = [(c, m) for c in configs if (m := c.mean("eval_accuracy")) is not None]
-    if not scored:
-        return []
+    if not scored or all(c.first("data") == "synthetic" for c, _ in scored):
+        return []  # random labels: accuracy says nothing
     out = [
         "| configuration | global batch | held-out accuracy [95% CI] | runs |",
         "|---|---:|---|---:|",
@@ -303,8 +303,10 @@ def write_summary(
     baseline: Any = None,
     margin: float = DEFAULT_MARGIN,
     tolerance: float = DEFAULT_TOLERANCE,
+    plots: bool = True,
 ) -> str | None:
-    """Write summary.csv, summary.md and plots into the sweep directory; return the markdown.
+    """Write summary.csv, summary.md and (with ``plots``) the plots into the sweep directory;
+    return the markdown.
 
     ``axis`` defaults to ``interconnect`` when it is swept; ``baseline`` to ``pcie`` for
     interconnect, else the axis's first value."""
@@ -331,7 +333,8 @@ def write_summary(
     (sweep_dir / SUMMARY_MD).write_text(text)
     from linkbench.analysis.plots import plot_sweep
 
-    plot_sweep(sweep_dir, configs, comparisons)
+    if plots:
+        plot_sweep(sweep_dir, configs, comparisons)
     return text
 
 

@@ -117,7 +117,12 @@ def _span(event: dict[str, Any]) -> Interval:
 def breakdown(trace: dict[str, Any], rank: int = 0) -> Breakdown:
     """The step of one rank's trace, split into compute, communication and the rest."""
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
-    steps = [e for e in events if STEP.match(str(e.get("name", "")))]
+    # Kineto repeats each ProfilerStep annotation on the GPU's timeline: count the host's.
+    steps = [
+        e
+        for e in events
+        if STEP.match(str(e.get("name", ""))) and e.get("cat") != "gpu_user_annotation"
+    ]
     device = [e for e in events if e.get("cat") in DEVICE_CATEGORIES]
     if device:
         kernels = [e for e in device if e.get("cat") == "kernel"]

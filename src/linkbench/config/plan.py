@@ -37,9 +37,10 @@ from linkbench.parts.datasets import held_out_size, train_size
 from linkbench.parts.scaling import LrSchedule, scaled_lr
 
 CPU_DEFAULT_DEVICES = 2
-# cudnn_benchmark=null turns cuDNN's algorithm timing on for runs this long: its seconds in
-# the first step are repaid by a faster step (benchmarks/RESULTS.md, "cuDNN autotuning").
-CUDNN_BENCHMARK_MIN_STEPS = 1000
+# cudnn_benchmark=null turns cuDNN's algorithm timing on for runs this long. Measured on an
+# H200 (benchmarks/RESULTS.md, "cuDNN autotuning"): it cost 1-10 s in the first step and gained
+# at most 1.5 % of a step (resnet18 at batch 256), which repays itself after about 4,300 steps.
+CUDNN_BENCHMARK_MIN_STEPS = 5000
 # task.max_bytes=null means this many bytes, by device type.
 DEFAULT_MAX_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
 # What torchrun (and submitit's TorchDistributedEnvironment) set in every process it starts.

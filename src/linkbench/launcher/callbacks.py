@@ -97,8 +97,9 @@ class SweepSummary(Callback):
         if config.hydra.mode != RunMode.MULTIRUN or os.environ.get("RANK", "0") != "0":
             return  # one writer: the launching process, or global rank 0 under SLURM tasks
         self.finished += 1
-        text = self._write(Path(config.hydra.sweep.dir))
-        if text and self.expected is not None and self.finished >= self.expected:
+        last = self.expected is not None and self.finished >= self.expected
+        text = self._write(Path(config.hydra.sweep.dir), plots=last)  # plots once, at the end
+        if text and last:
             self._print(Path(config.hydra.sweep.dir), text)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -107,8 +108,10 @@ class SweepSummary(Callback):
             if text := self._write(sweep_dir):
                 self._print(sweep_dir, text)
 
-    def _write(self, sweep_dir: Path) -> str | None:
-        return write_summary(sweep_dir, self.axis, self.baseline, self.margin, self.tolerance)
+    def _write(self, sweep_dir: Path, plots: bool = True) -> str | None:
+        return write_summary(
+            sweep_dir, self.axis, self.baseline, self.margin, self.tolerance, plots=plots
+        )
 
     def _print(self, sweep_dir: Path, text: str) -> None:
         self.printed = True

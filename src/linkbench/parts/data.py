@@ -109,7 +109,10 @@ def _loader(config: Config, batch: int, me: Rank, start: dict[str, int]) -> Batc
             position["epoch"] += 1
             position["batch"] = 0
 
-    classes = getattr(dataset, "classes", None)
+    # An image folder's classes, also when a held-out split made it a Subset of the folder.
+    classes = getattr(dataset, "classes", None) or getattr(
+        getattr(dataset, "dataset", None), "classes", None
+    )
     epoch = len(loader) * batch * world  # drop_last: whole global batches only
     return Batches(forever(), len(classes) if classes else data.num_classes, position, epoch)
 
