@@ -132,3 +132,12 @@ def test_mean_interval_is_students_on_the_scale_of_the_values():
     rate = mean_interval([10.0, 1000.0])
     assert rate.mean == pytest.approx(100.0) and 0 < rate.low < 10 and rate.high > 1000
     assert mean_interval([5.0]).low == 5.0
+
+
+def test_every_other_round_runs_in_reverse_order():
+    from linkbench.launcher.sweeper import alternate_rounds
+
+    jobs = [[f"round={r}", f"arm={a}"] for r in range(3) for a in "abc"]
+    ordered = [f"{job[0][-1]}{job[1][-1]}" for job in alternate_rounds(jobs, 3)]
+    assert ordered == ["0a", "0b", "0c", "1c", "1b", "1a", "2a", "2b", "2c"]
+    assert alternate_rounds(jobs, 1) == jobs

@@ -214,6 +214,7 @@ def test_committed_cpu_experiment_sweeps_and_summarises_itself(cpu_sweep):
     console = (done.stdout + done.stderr).splitlines()
     order = [line.split("- job ")[1].split(":")[0] for line in console if "] - job /" in line]
     assert [name.rsplit("round=", 1)[1] for name in order] == ["0"] * 4 + ["1"] * 4
+    assert order[4:] == [name.replace("round=0", "round=1") for name in order[:4]][::-1]
     # An A/A test: the interconnect arms run the same gloo code.
     verdicts = [line for line in done.stdout.splitlines() if "interconnect=nvlink vs pcie" in line]
     assert len(verdicts) == 2, done.stdout

@@ -49,30 +49,25 @@ CUSTOM_SCALARS = {
 }
 
 
-def hparams_of(plan: JobPlan) -> dict[str, Any]:
+# result.json fields every job logs as hyperparameters (after the keys its overrides set).
+HPARAM_FIELDS = (
+    "task", "backend", "interconnect", "precision", "scaling", "model", "optimizer",
+    "strategy", "data", "batch", "global_batch", "world_size", "lr", "steps", "seed",
+)  # fmt: skip
+
+
+def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
     """The keys the job's overrides set, then the fixed set every job logs."""
     c = plan.config
-    values = {
-        "task": str(c.task.name),
-        "backend": plan.backend,
-        "interconnect": str(c.interconnect.name),
-        "precision": str(plan.precision),
-        "scaling": str(c.scaling.rule),
-        "model": c.model.name,
-        "optimizer": c.optimizer.name,
-        "strategy": str(c.strategy.name),
-        "data": str(c.data.name),
-        "batch": c.batch,
-        "global_batch": plan.global_batch,
-        "world_size": plan.world_size,
-        "lr": plan.lr,
-        "steps": c.steps,
-        "seed": c.seed,
-        "ddp.bucket_cap_mb": float(c.ddp.bucket_cap_mb),
-        "comm_hook": c.comm_hook.name,
-        "ddp.static_graph": c.ddp.static_graph,
-        "ddp.gradient_as_bucket_view": c.ddp.gradient_as_bucket_view,
-    }
+    values = {key: result.get(key) for key in HPARAM_FIELDS}
+    values.update(
+        {
+            "ddp.bucket_cap_mb": float(c.ddp.bucket_cap_mb),
+            "comm_hook": c.comm_hook.name,
+            "ddp.static_graph": c.ddp.static_graph,
+            "ddp.gradient_as_bucket_view": c.ddp.gradient_as_bucket_view,
+        }
+    )
     ordered = {**override_values(plan.overrides), **values}
     return {k: "none" if v is None else v for k, v in ordered.items()}
 
@@ -101,7 +96,7 @@ def write_job_summary(
     metrics = result["metrics"]
     writer = SummaryWriter(log_dir=plan.job_dir)
     try:
-        session = summary_v2.hparams_pb(hparams_of(plan), trial_id=plan.job_dir)
+        session = summary_v2.hparams_pb(hparams_of(plan, result), trial_id=plan.job_dir)
         file_writer = writer.file_writer
         assert file_writer is not None  # SummaryWriter opens it in its constructor
         for summary in (session, session_end_pb(completed)):

@@ -3,7 +3,9 @@ round 2, and so on, so slow drift of the machine lands inside every configuratio
 instead of between configurations.
 
 The sweeper is Hydra's basic sweeper with one more sweep dimension in front,
-``round=0,...,repeats-1``; each job of a round runs its measurement once, and the sweep
+``round=0,...,repeats-1``, and every other round run in reverse order (an order effect inside
+a round then favours no configuration); each job of a round runs its measurement once, and the
+sweep
 summary groups the rounds of a configuration into its runs (paired round by round when two
 configurations are compared). Hydra finds plugins only in its ``hydra_plugins`` package, so
 the class lives in ``hydra_plugins/linkbench_sweeper``; ``conf/config.yaml`` makes it the
@@ -33,6 +35,18 @@ def sweep_rounds(config: DictConfig, arguments: list[str] | None = None) -> int:
     if "repeats" in swept or ROUND_KEY in swept:
         return 1
     return max(1, int(config.get("repeats", 1)))
+
+
+def alternate_rounds(jobs: list[list[str]], rounds: int) -> list[list[str]]:
+    """The jobs (round by round, configurations in the same order in each) with every odd
+    round's configurations reversed, so each configuration runs as often early in a round as
+    late: an effect of the order inside a round (a warm cache, a cooling machine) cannot
+    favour one configuration over another."""
+    if rounds < 2:
+        return jobs
+    size = len(jobs) // rounds
+    blocks = [jobs[r * size : (r + 1) * size] for r in range(rounds)]
+    return [job for r, block in enumerate(blocks) for job in (block[::-1] if r % 2 else block)]
 
 
 def round_sweep(rounds: int) -> list[str]:
