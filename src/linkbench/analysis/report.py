@@ -146,13 +146,7 @@ def markdown(
         out += [verdict_line(c) for c in comparisons]
         out += ["", METHOD.format(confidence=CONFIDENCE, margin=margin), ""]
     if scaling:
-        out += [
-            "## Scaling with devices",
-            "",
-            "Efficiency = throughput(N) / (N x throughput(1)).",
-            "",
-        ]
-        out += [*_scaling_table(scaling), ""]
+        out += ["## Scaling with devices", "", SCALING_NOTE, "", *_scaling_table(scaling), ""]
     if convergence := _convergence(configs, tolerance):
         out += ["## Convergence: held-out accuracy", "", *convergence, ""]
     if breakdown := _trace_table(configs):
