@@ -177,7 +177,8 @@ def _run_other_rank(
     for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
         root.removeHandler(handler)  # rank 0 alone writes the job's log file
     plan = make_plan(cfg, str(job_dir), overrides, machine)
-    if plan.config.resume and (step := checkpoint.usable_checkpoint(job_dir)[0]) is not None:
+    if plan.config.resume:  # rank 0 moves a damaged checkpoint aside; the others only read
+        step = checkpoint.usable_checkpoint(job_dir, move_aside=False)[0]
         plan = dataclasses.replace(plan, resume_step=step)
     worker_main(plan)
     return 0.0

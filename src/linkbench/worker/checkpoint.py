@@ -38,10 +38,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def usable_checkpoint(job_dir: Path) -> tuple[int | None, str | None]:
+def usable_checkpoint(job_dir: Path, move_aside: bool = True) -> tuple[int | None, str | None]:
     """(step of the job's checkpoint, None), or (None, why it cannot be used), or (None, None)
     when there is none. A checkpoint whose size or SHA-256 differs from what checkpoint.json
-    recorded is damaged: it is moved aside (``checkpoint.pt.damaged``) so the job starts over."""
+    recorded is damaged: it is moved aside (``checkpoint.pt.damaged``; by one process of the
+    job only, ``move_aside``) and the job starts over."""
     info = read_json(job_dir / CHECKPOINT_INFO_FILE)
     path = job_dir / CHECKPOINT_FILE
     if info is None or not path.is_file():
@@ -49,7 +50,8 @@ def usable_checkpoint(job_dir: Path) -> tuple[int | None, str | None]:
     size = path.stat().st_size
     if size != info.get("bytes") or _sha256(path) != info.get("sha256"):
         aside = path.with_name(path.name + DAMAGED_SUFFIX)
-        path.replace(aside)
+        if move_aside:
+            path.replace(aside)
         return None, (
             f"{path} is damaged ({size:,} bytes, checkpoint.json recorded "
             f"{info.get('bytes', 0):,} and its SHA-256); it was moved to {aside.name} and the "
