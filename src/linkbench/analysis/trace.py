@@ -16,7 +16,7 @@ Per rank, over the profiled steps, divided by their number (milliseconds per ste
 - **overlap_ratio** = overlapped / |comm|: HTA's "time computing while communicating / time
   communicating" (HolisticTraceAnalysis, docs/source/features/comm_comp_overlap.rst).
 
-Where HolisticTraceAnalysis (``pip install 'linkbench[hta]'``) is installed, its own overlap
+Where HolisticTraceAnalysis (``pip install HolisticTraceAnalysis``) is installed, its own overlap
 figure for GPU traces is recorded beside ours (``hta_overlap_ratio``), so the two check each
 other; on CPU traces it has no communication to find.
 
