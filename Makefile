@@ -19,11 +19,21 @@ $(BIN)/linkbench-installed: pyproject.toml
 run: $(BIN)/linkbench-installed
 	$(BIN)/python run.py $(ARGS)
 
-test: $(BIN)/linkbench-installed
-	$(BIN)/python -m pytest $(ARGS)
+# On a machine whose python3 already has torch and linkbench's other needs (the GPU machine:
+# docs/speed.md, "The GPU suite"), skip the virtual environment:
+#   make test-gpu PY=python3 SETUP=
+PY ?= $(BIN)/python
+SETUP ?= $(BIN)/linkbench-installed
+# The GPU suite: tests that only need the GPU to work run GPU_WORKERS at a time (pytest-xdist);
+# those that time the GPU (marked gpu_timing) run alone after them.
+GPU_WORKERS ?= 4
 
-test-gpu: $(BIN)/linkbench-installed
-	$(BIN)/python -m pytest -m "gpu or multi_gpu" $(ARGS)
+test: $(SETUP)
+	$(PY) -m pytest $(ARGS)
+
+test-gpu: $(SETUP)
+	$(PY) -m pytest -m "(gpu or multi_gpu) and not gpu_timing" -n $(GPU_WORKERS) $(ARGS)
+	$(PY) -m pytest -m "gpu_timing" $(ARGS)
 
 lint: $(BIN)/linkbench-installed
 	$(BIN)/ruff check .

@@ -9,10 +9,12 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from linkbench.config.plan import Machine
 from linkbench.config.schema import register
 from linkbench.launcher.job import run_job
 
-register(project_root=Path(__file__).resolve().parent)
+# model=auto and precision=auto suit the machine this runs on.
+register(project_root=Path(__file__).resolve().parent, cuda_devices=Machine.current().cuda_devices)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

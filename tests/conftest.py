@@ -21,7 +21,9 @@ CONF = REPO / "conf"
 # A job that finishes in a few seconds on two CPU cores.
 QUICK = ["steps=6", "untimed_steps=2", "log_every=2", "batch=4"]
 
-register(project_root=REPO)
+# Tests compose configs as on a machine without a GPU (model=auto is tiny, precision=auto
+# fp32), whatever this machine has; tests of GPU paths say so (tests/test_gpu.py).
+register(project_root=REPO, cuda_devices=0)
 
 
 @pytest.fixture
@@ -40,22 +42,26 @@ def load_result(job_dir: Path) -> dict:
     return json.loads((job_dir / "result.json").read_text())
 
 
-def clean_env() -> dict[str, str]:
-    """The test process's environment without NCCL or torchelastic variables."""
+def clean_env(gpus: bool = False) -> dict[str, str]:
+    """The test process's environment without NCCL or torchelastic variables, and without
+    GPUs unless ``gpus`` (the CPU suite's jobs run as on a CPU box on any machine)."""
     drop = ("NCCL_", "TORCHELASTIC_", "MASTER_", "LOCAL_RANK", "RANK", "WORLD_SIZE")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PYTHONUNBUFFERED"] = "1"
+    if not gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
 
 def run_cli(
-    args: list[str], timeout: float = 240, env: dict[str, str] | None = None
+    args: list[str], timeout: float = 240, env: dict[str, str] | None = None, gpus: bool = False
 ) -> subprocess.CompletedProcess:
-    """Run `python run.py ARGS` from the repository root, as a user would."""
+    """Run `python run.py ARGS` from the repository root, as a user would; with ``gpus``, on
+    the machine's GPUs."""
     return subprocess.run(
         [sys.executable, "run.py", *args],
         cwd=REPO,
-        env=env or clean_env(),
+        env=env or clean_env(gpus),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
-from .conftest import QUICK, load_result, run_cli
+from .conftest import QUICK, load_result
+from .conftest import run_cli as run_on_cpu
 
 GPUS = torch.cuda.device_count()
 needs_gpu = pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
 needs_two = pytest.mark.skipif(GPUS < 2, reason="needs two or more CUDA GPUs")
+
+
+def run_cli(args: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    """`python run.py ARGS` on this machine's GPUs."""
+    return run_on_cpu(args, timeout=timeout, gpus=True)
 
 
 @pytest.mark.gpu
@@ -115,6 +122,7 @@ def _train_on_one_gpu(tmp_path: Path, name: str, args: list[str]) -> dict:
 # 40 steps with the learning rate still warming up at the capture, so a graph that baked in
 # the lr, accumulated its gradients or trained on stale inputs would end at another loss.
 FAST_PATH_JOB = [
+    "model=tiny",
     "steps=40",
     "untimed_steps=12",
     "log_every=4",
@@ -131,9 +139,11 @@ FAST_PATH_JOB = [
     ids=["cuda_graphs", "compile", "compile_bf16"],
 )
 def test_fast_paths_train_like_eager(tmp_path, mode):
-    extra = [a for a in mode if a.startswith("precision=")]
-    eager = _train_on_one_gpu(tmp_path, "eager", [*FAST_PATH_JOB, *extra])
-    fast = _train_on_one_gpu(tmp_path, "fast", [*FAST_PATH_JOB, *mode])
+    precision = [a for a in mode if a.startswith("precision=")] or ["precision=fp32"]
+    speed = [a for a in mode if not a.startswith("precision=")]
+    eager = _train_on_one_gpu(tmp_path, "eager", [*FAST_PATH_JOB, *precision])
+    fast = _train_on_one_gpu(tmp_path, "fast", [*FAST_PATH_JOB, *precision, *speed])
+    assert (eager["model"], fast["model"]) == ("tiny", "tiny")
     assert fast["metrics"]["final_loss"] == pytest.approx(eager["metrics"]["final_loss"], rel=0.02)
     assert fast["metrics"]["final_loss"] < 2.2  # it learned (chance is ln 10 = 2.30)
     assert fast["metrics"]["first_step_s"] > 0
@@ -199,3 +209,55 @@ def test_a_traced_resnet50_job_has_kernels_an_overlap_figure_and_counters(tmp_pa
     assert hw.get("pcie_rx_bytes_per_step", 0) > 0 or hw.get("pcie_tx_gbps_mean", 0) > 0
     witness = result["transport"]["hardware"]
     assert witness["witnessed"] is None  # one GPU: no traffic between GPUs to witness
+
+
+# A GPU-bound step (the host runs ahead of the device).
+GPU_BOUND = ["model=resnet18", "precision=bf16", "data.image_size=64", "batch=256",
+             "steps=40", "untimed_steps=10", "log_every=10", "eval.enabled=false"]  # fmt: skip
+
+
+@pytest.mark.gpu_timing
+@needs_gpu
+def test_step_delay_runs_on_the_gpu_and_reads_as_injected():
+    """debug.step_delay_ms behind a full queue of GPU work, where a host sleep would hide:
+    it lengthens the stream's time by what it says, within 10 %."""
+    from linkbench.parts.delay import StepDelay
+
+    device = torch.device("cuda", 0)
+    a = torch.randn(4096, 4096, device=device, dtype=torch.bfloat16)
+
+    def queue_ms(delay: StepDelay | None) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            a @ a
+            if delay is not None:
+                delay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    delay = StepDelay(2.0, device)
+    queue_ms(delay)  # warm
+    plain = min(queue_ms(None) for _ in range(5))
+    delayed = min(queue_ms(delay) for _ in range(5))
+    assert (delayed - plain) / 20 == pytest.approx(2.0, rel=0.1), (plain, delayed)
+
+
+@pytest.mark.gpu_timing
+@needs_gpu
+def test_comm_delay_is_found_by_the_probe_and_the_trace(tmp_path):
+    """Each bucket's collective waits 5 ms on its own stream: the exposed communication lies
+    between 0 and the injected total, and the two methods agree."""
+    args = [*GPU_BOUND, "debug.comm_delay_ms=5", "task.no_sync_steps=10", "profile=trace"]
+    result = _train_on_one_gpu(tmp_path, "comm", args)
+    metrics, trace = result["metrics"], result["trace"]["mean"]
+    injected = metrics["comm_delay_injected_ms"]
+    assert metrics["comm_delay_buckets"] >= 1
+    probe, traced = metrics["comm_exposed_ms"], trace["exposed_comm_ms"]
+    assert 0 < probe <= injected * 1.05, metrics
+    assert 0 < traced <= injected * 1.05, trace
+    assert trace["comm_ms"] == pytest.approx(injected, rel=0.1)  # every delay kernel, found
+    assert probe == pytest.approx(traced, rel=0.2), (probe, traced)
+    assert metrics["comm_exposed_ms_low"] > 0  # well above the probe's noise
+    assert trace["untraced_step_ms"] == metrics["step_time_ms"] and trace["stretch"] > 0

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from linkbench.analysis.trace import analyse, breakdown, load_trace
+from linkbench.analysis.trace import (
+    COMM_DELAY_RANGE,
+    analyse,
+    breakdown,
+    load_trace,
+    with_untraced,
+)
 
 DATA = Path(__file__).parent / "data"
 GLOO_TRACE = DATA / "cpu-gloo-tiny-rank0.json.gz"
@@ -71,6 +77,42 @@ def test_a_hand_made_gpu_trace_splits_as_computed_by_hand():
     for key, expected in per_step.items():
         assert getattr(b, key) == pytest.approx(expected), key
     assert b.overlap_ratio == pytest.approx(100 / 150)
+
+
+def host(cat: str, name: str, start: float, end: float, **args) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "ts": start, "dur": end - start, "tid": 5,
+            "pid": 100, "args": args}  # fmt: skip
+
+
+def test_an_injected_comm_delay_counts_as_communication_on_a_gpu():
+    """The spin kernel launched inside linkbench:comm_delay (matched by its correlation id) is
+    communication; the same kernel launched outside it (debug.step_delay_ms) is compute."""
+    spin = "spin_kernel(long)"
+    trace = {
+        "traceEvents": [
+            step(1, 0, 300),
+            host("user_annotation", COMM_DELAY_RANGE, 10, 20),
+            host("cuda_runtime", "cudaLaunchKernel", 12, 14, correlation=41),
+            host("cuda_runtime", "cudaLaunchKernel", 30, 32, correlation=42),
+            kernel("void at::native::vectorized_elementwise_kernel<4>", 0, 100),
+            {**kernel(spin, 80, 180, stream=30), "args": {"correlation": 41}},
+            {**kernel(spin, 100, 150), "args": {"correlation": 42}},
+        ]
+    }
+    b = breakdown(trace)
+    assert b.comm_events == 1
+    assert b.comm_ms == pytest.approx(0.100)  # [80, 180]
+    assert b.compute_ms == pytest.approx(0.150)  # [0, 150]
+    assert b.exposed_comm_ms == pytest.approx(0.030)  # [150, 180]
+
+
+def test_the_trace_block_says_when_the_profiler_stretched_the_step():
+    block = {"mean": {"step_ms": 62.2}}
+    stretched = with_untraced(block, 32.7)
+    assert stretched["mean"]["untraced_step_ms"] == 32.7
+    assert stretched["mean"]["stretch"] == pytest.approx(62.2 / 32.7)
+    assert "stretched the step 1.90x" in stretched["warning"]
+    assert "warning" not in with_untraced({"mean": {"step_ms": 33.0}}, 32.7)
 
 
 def _raster(intervals: list[tuple[float, float]], lo: float, hi: float) -> set[int]:

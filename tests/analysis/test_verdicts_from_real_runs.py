@@ -51,7 +51,7 @@ def test_a_traced_sweep_shows_where_the_step_goes(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "## Where the step goes (profile=trace)" in done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith("| interconnect=")]
-    assert len(rows) >= 2 and all(row.count("|") == 9 for row in rows[:2]), rows
+    assert len(rows) >= 2 and all(row.count("|") == 11 for row in rows[:2]), rows
     assert (tmp_path / "step_breakdown.png").stat().st_size > 10_000
     events = EventAccumulator(str(tmp_path / "_summary"))
     events.Reload()

@@ -13,6 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from linkbench.analysis.projection import LINKS, inputs_from_result, project, ring_allreduce_ms
 from linkbench.link.topology import gpu_topology, link_warnings
 from linkbench.worker.collectives import bandwidths_gbps, message_sizes
+from linkbench.worker.probe import exposed_interval, noise_note, window_sizes
 
 from ..conftest import run_cli
 
@@ -64,7 +65,10 @@ def test_training_job_measures_exposed_communication(default_job):
     m = result["metrics"]  # medians of the two runs
     assert m["comm_fraction"] <= 1
     if m["comm_fraction"] < 0:  # the probe's noise exceeded the exposed time: said, not hidden
-        assert "negative" in m["comm_exposed_note"]
+        assert "noise" in m["comm_exposed_note"]
+    for run in result["repeat_metrics"]:  # alternating windows give the difference a spread
+        assert run["comm_exposed_windows"] == 3
+        assert run["comm_exposed_ms_low"] <= run["comm_exposed_ms"] <= run["comm_exposed_ms_high"]
     pooled = 32 * 4 * 4  # TinyCNN's 32 channels pooled to 4 x 4
     assert m["grad_bytes"] == 4 * (
         3 * 16 * 9 + 16 + 2 * 16 + 16 * 32 * 9 + 32 + 2 * 32 + pooled * 10 + 10
@@ -163,3 +167,34 @@ def test_project_command_explains_a_job_it_cannot_use(tmp_path):
     )
     assert done.returncode == 2
     assert "no_sync_steps" in done.stderr
+
+
+def test_the_probes_windows_alternate_and_give_the_difference_an_interval():
+    assert window_sizes(10) == [2, 2, 2, 2, 2]
+    assert window_sizes(7) == [2, 2, 1, 1, 1]
+    assert window_sizes(3) == [1, 1, 1]
+    # differences 1, 2, 3 ms: mean 2, sd 1, t(0.975, 2) = 4.303 -> half-width 2.484
+    mean, low, high = exposed_interval([(11.0, 10.0), (12.0, 10.0), (13.0, 10.0)])
+    assert (mean, low, high) == pytest.approx((2.0, 2.0 - 2.484, 2.0 + 2.484), abs=1e-3)
+    assert "below this probe's noise" in noise_note(mean, low, high, 3)
+    assert noise_note(2.0, 1.5, 2.5, 3) is None  # clear of 0
+    assert "negative" in noise_note(-0.5, -0.5, -0.5, 1)  # one window: no interval
+
+
+def test_an_injected_comm_delay_is_found_by_the_probe_and_the_trace(tmp_path):
+    """Each bucket's all-reduce waits 30 ms in its own thread (gloo, 2 ranks): both methods
+    find about that, above the probe's noise, and agree with each other."""
+    args = ["steps=16", "untimed_steps=4", "log_every=4", "batch=8", "task.no_sync_steps=10",
+            "debug.comm_delay_ms=30", "profile=trace", "eval.enabled=false"]  # fmt: skip
+    done = run_cli([*args, f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    m, trace = result["metrics"], result["trace"]["mean"]
+    assert (m["comm_delay_buckets"], m["comm_delay_injected_ms"]) == (1.0, 30.0)
+    # At least most of the delay is exposed (the tiny CNN's backward is far shorter), and at
+    # most the delay plus the all-reduce's own time and the thread's hop on 2 busy cores.
+    for exposed in (m["comm_exposed_ms"], trace["exposed_comm_ms"]):
+        assert 24 <= exposed <= 45, (m, trace)
+    assert m["comm_exposed_ms"] == pytest.approx(trace["exposed_comm_ms"], rel=0.2)
+    assert m["comm_exposed_ms_low"] > 0 and "comm_exposed_note" not in m
+    assert "injected 30.00 ms of communication per step" in done.stdout + done.stderr

@@ -33,6 +33,7 @@ from linkbench.analysis.stats import (
     verdict,
 )
 from linkbench.analysis.sweep import Configuration, group, load_sweep, swept_keys
+from linkbench.analysis.trace import STRETCH_WARNING
 from linkbench.files import RESULT_FILE
 
 SUMMARY_CSV = "summary.csv"
@@ -42,7 +43,9 @@ TRACE_NOTE = (
     "Milliseconds per profiled step, mean over ranks and traced jobs, from the torch.profiler "
     "traces (src/linkbench/analysis/trace.py has the definitions; overlap ratio = time "
     "computing while communicating / time communicating, as HolisticTraceAnalysis defines "
-    "it). The no_sync probe measures exposed communication another way: the two should agree."
+    "it). The no_sync probe measures exposed communication another way: the two should agree. "
+    "Untraced step ms is the timed steps' time without the profiler; a stretch above "
+    f"{STRETCH_WARNING:.1f}x (!) means the profiler changed the step it describes."
 )
 SCALING_NOTE = (
     "Scaling efficiency = throughput(N) / (N x throughput(1)) at equal other settings, its "
@@ -164,21 +167,33 @@ def _trace_table(configs: list[Configuration]) -> list[str]:
     for config in configs:
         if (t := config.trace_means()) is None:
             continue
-        probe = config.mean("comm_exposed_ms")
-        ratio = t.get("overlap_ratio")
+        ratio, stretch = t.get("overlap_ratio"), t.get("stretch")
+        untraced = t.get("untraced_step_ms")
         rows.append(
-            f"| {config.label()} | {t['step_ms']:.2f} | {t['compute_only_ms']:.2f} | "
-            f"{t['overlapped_ms']:.2f} | {t['exposed_comm_ms']:.2f} | "
-            f"{_fmt(probe and probe.mean, 2)} | {t['other_ms']:.2f} | "
+            f"| {config.label()} | {t['step_ms']:.2f} | {_fmt(untraced, 2)} | "
+            f"{'' if stretch is None else f'{stretch:.2f}x'}"
+            f"{' (!)' if stretch and stretch > STRETCH_WARNING else ''} | "
+            f"{t['compute_only_ms']:.2f} | {t['overlapped_ms']:.2f} | "
+            f"{t['exposed_comm_ms']:.2f} | {_probe(config)} | {t['other_ms']:.2f} | "
             f"{'' if ratio is None else f'{ratio:.0%}'} |"
         )
     if not rows:
         return []
     header = (
-        "| configuration | step ms | compute only | overlapped comm | exposed comm (trace) "
-        "| exposed comm (no_sync probe) | other | overlap ratio |"
+        "| configuration | traced step ms | untraced step ms | stretch | compute only "
+        "| overlapped comm | exposed comm (trace) | exposed comm (no_sync probe) | other "
+        "| overlap ratio |"
     )
-    return [header, "|---|---:|---:|---:|---:|---:|---:|---:|", *rows]
+    return [header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
+
+
+def _probe(config: Configuration) -> str:
+    """The probe's exposed communication, or that it is below the probe's noise."""
+    probe = config.mean("comm_exposed_ms")
+    if probe is None:
+        return ""
+    noisy = [j for j in config.jobs if "comm_exposed_note" in (j.get("metrics") or {})]
+    return f"{probe.mean:.2f}" + (" (below the probe's noise)" if noisy else "")
 
 
 def _global_batch(config: Configuration) -> int:

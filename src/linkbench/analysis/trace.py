@@ -6,7 +6,10 @@ Per rank, over the profiled steps, divided by their number (milliseconds per ste
   the span of the ``ProfilerStep#N`` annotations.
 - **communication**: GPU kernels whose name starts with ``nccl`` (HolisticTraceAnalysis'
   rule, ``^nccl.*Kernel``, matches both ``ncclKernel_...`` and ``ncclDevKernel_...``); on
-  CPU, gloo's ``gloo:<collective>`` annotations, which run on gloo's own thread.
+  CPU, gloo's ``gloo:<collective>`` annotations, which run on gloo's own thread. An injected
+  communication delay (``debug.comm_delay_ms``) counts as communication: on CPU its
+  ``linkbench:comm_delay`` range, on a GPU the kernels launched inside that range (matched
+  by their correlation ids).
 - **computation**: GPU kernels that are neither communication nor memory copies and sets (as
   HTA classifies them); on CPU, ``aten::`` operators on every other thread.
 - Both are merged across streams or threads into unions of intervals; then
@@ -40,8 +43,14 @@ GPU_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)", re.IGNORECASE)
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 CPU_COMM = re.compile(r"^gloo:")
 STEP = re.compile(r"^ProfilerStep#\d+$")
+# The profiler range around each injected communication delay (debug.comm_delay_ms,
+# linkbench.parts.delay): on CPU the range itself, on a GPU the kernels launched inside it,
+# count as communication.
+COMM_DELAY_RANGE = "linkbench:comm_delay"
 
 Interval = tuple[float, float]
+# A traced step this many times the untraced one is reported as stretched by the profiler.
+STRETCH_WARNING = 1.2
 
 
 def trace_path(job_dir: Path, rank: int) -> Path:
@@ -114,26 +123,50 @@ def _span(event: dict[str, Any]) -> Interval:
     return start, start + float(event.get("dur", 0.0))
 
 
+def _correlation(event: dict[str, Any]) -> Any:
+    return (event.get("args") or {}).get("correlation")
+
+
+def _launched_inside(events: list[dict[str, Any]], ranges: list[dict[str, Any]]) -> set[Any]:
+    """Correlation ids of the kernel launches the host made inside ``ranges`` (same thread),
+    which link each launch to its kernel on the device timeline."""
+    spans = [(r.get("tid"), *_span(r)) for r in ranges if r.get("cat") == "user_annotation"]
+    return {
+        _correlation(e)
+        for e in events
+        if e.get("cat") == "cuda_runtime"
+        and "Launch" in str(e.get("name", ""))
+        and any(tid == e.get("tid") and a <= float(e["ts"]) <= b for tid, a, b in spans)
+    }
+
+
 def breakdown(trace: dict[str, Any], rank: int = 0) -> Breakdown:
     """The step of one rank's trace, split into compute, communication and the rest."""
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
     # Kineto repeats each ProfilerStep annotation on the GPU's timeline: count the host's.
-    steps = [
-        e
-        for e in events
-        if STEP.match(str(e.get("name", ""))) and e.get("cat") != "gpu_user_annotation"
-    ]
+    marks = [e for e in events if STEP.match(str(e.get("name", "")))]
+    steps = [e for e in marks if e.get("cat") != "gpu_user_annotation"]
+    if not steps:  # a trace without the host's activity: the device's copies of the marks
+        steps = [e for e in marks if e.get("cat") == "gpu_user_annotation"]
     device = [e for e in events if e.get("cat") in DEVICE_CATEGORIES]
+    delays = [e for e in events if e.get("name") == COMM_DELAY_RANGE and e.get("cat") != "kernel"]
     if device:
         kernels = [e for e in device if e.get("cat") == "kernel"]
-        comm_events = [e for e in kernels if GPU_COMM.match(e.get("name", ""))]
+        delayed = _launched_inside(events, delays)
+        comm_events = [
+            e for e in kernels if GPU_COMM.match(e.get("name", "")) or _correlation(e) in delayed
+        ]
         compute_events = [
-            e for e in kernels if not GPU_COMM.match(e["name"]) and not GPU_MEMORY.match(e["name"])
+            e
+            for e in kernels
+            if not GPU_COMM.match(e["name"])
+            and not GPU_MEMORY.match(e["name"])
+            and _correlation(e) not in delayed
         ]
         window = union([_span(e) for e in device])
         kind = "cuda"
     else:
-        comm_events = [e for e in events if CPU_COMM.match(str(e.get("name", "")))]
+        comm_events = [e for e in events if CPU_COMM.match(str(e.get("name", "")))] + delays
         comm_threads = {e.get("tid") for e in comm_events}
         compute_events = [
             e
@@ -206,6 +239,24 @@ def analyse(job_dir: Path) -> dict[str, Any] | None:
     if (hta := _hta_overlap(trace_dir)) is not None:
         out["hta_overlap_ratio"] = hta
     return out
+
+
+def with_untraced(trace: dict[str, Any], untraced_step_ms: float | None) -> dict[str, Any]:
+    """The trace block with the step time of the untraced, timed steps beside the traced one
+    (``untraced_step_ms``, ``stretch`` = traced / untraced) and a warning when the profiler
+    stretched the step by more than :data:`STRETCH_WARNING`."""
+    mean = trace["mean"]
+    if not untraced_step_ms or not mean.get("step_ms"):
+        return trace
+    stretch = mean["step_ms"] / untraced_step_ms
+    mean.update(untraced_step_ms=untraced_step_ms, stretch=stretch)
+    if stretch > STRETCH_WARNING:
+        trace["warning"] = (
+            f"the profiler stretched the step {stretch:.2f}x ({mean['step_ms']:.2f} ms per traced "
+            f"step against {untraced_step_ms:.2f} ms timed without it): the breakdown describes "
+            "the traced steps, and their 'other' time holds the profiler's own cost"
+        )
+    return trace
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -184,7 +184,24 @@ def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
         key = getattr(error, "full_key", "") or "the config"
         raise ConfigError(f"{key}: {error}".replace("\n", " ")) from None
     assert isinstance(config, Config)
+    for key, value in _numbers(config):
+        require(
+            math.isfinite(value),
+            f"{key}={value} is not a finite number; give it a finite value.",
+        )
     return config
+
+
+def _numbers(node: Any, prefix: str = "") -> list[tuple[str, float]]:
+    """(key, value) of every float in a config, at any depth."""
+    found: list[tuple[str, float]] = []
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if dataclasses.is_dataclass(value):
+            found += _numbers(value, f"{prefix}{f.name}.")
+        elif isinstance(value, float):
+            found.append((f"{prefix}{f.name}", value))
+    return found
 
 
 def _resolve_devices(config: Config, machine: Machine, notes: list[str]) -> tuple[str, str, int]:
@@ -417,6 +434,8 @@ def make_plan(
             f"warmup_steps={config.warmup_steps} is the old name of untimed_steps (steps not "
             "timed); write untimed_steps. The learning-rate warmup is scaling.lr_warmup_steps."
         )
+        # The alias has done its work: replacing the config must not apply it again.
+        config = dataclasses.replace(config, warmup_steps=None)
     backend, device_type, nproc = _resolve_devices(config, machine, notes)
     nnodes = _nodes(machine, nproc)
     precision = _resolve_precision(config, device_type, notes)

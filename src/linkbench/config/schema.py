@@ -474,6 +474,9 @@ class ProfileConfig:
     """Steps recorded (after one unrecorded warm-up step of the profiler)."""
     record_shapes: bool = False
     with_stack: bool = False
+    cpu: bool = True
+    """Record the host's operators too (the CPU steps need them; on a GPU they cost host
+    time per operator, which benchmarks/RESULTS.md measures)."""
 
     def __post_init__(self) -> None:
         require_positive("profile.", steps=self.steps)
@@ -511,14 +514,21 @@ class DebugConfig:
     """The step at which ``crash_rank`` raises; null never."""
     crash_rank: int = 0
     step_delay_ms: float = 0.0
-    """The host sleeps this long inside every training step of every rank (an injected
-    effect whose size is known)."""
+    """Every training step of every rank takes this much longer (an injected effect whose
+    size is known): a spin kernel on the step's stream on a GPU, a host sleep on CPU."""
+    comm_delay_ms: float = 0.0
+    """Each gradient bucket's collective waits this long first, on a stream (GPU) or thread
+    (CPU) of its own, so the backward pass can hide it: exposed communication with a known
+    upper bound (DDP-based strategies)."""
     log_delay_ms: float = 0.0
     """The host sleeps this long in every logging step (a slow file system; never timed)."""
 
     def __post_init__(self) -> None:
         require_not_negative(
-            "debug.", step_delay_ms=self.step_delay_ms, log_delay_ms=self.log_delay_ms
+            "debug.",
+            step_delay_ms=self.step_delay_ms,
+            comm_delay_ms=self.comm_delay_ms,
+            log_delay_ms=self.log_delay_ms,
         )
 
 
@@ -681,6 +691,17 @@ class Config:
 
     def _check_strategy(self) -> None:
         s = self.strategy.name
+        delay = self.debug.comm_delay_ms
+        require(
+            not (delay and self.cuda_graphs),
+            f"debug.comm_delay_ms={delay} delays collectives outside a captured graph; drop "
+            "cuda_graphs=true, or set debug.comm_delay_ms=0.",
+        )
+        require(
+            not (delay and s == StrategyName.fsdp),
+            f"debug.comm_delay_ms={delay} delays DDP's gradient buckets and strategy=fsdp has "
+            "none; use strategy=ddp or zero1, or set debug.comm_delay_ms=0.",
+        )
         if s == StrategyName.ddp:
             return
         require(
@@ -750,7 +771,12 @@ def register_schema() -> None:
     ``hydra/sweeper=rounds`` (idempotent)."""
     store = ConfigStore.instance()
     store.store(name="linkbench_schema", node=Config)
-    rounds = {"_target_": ROUNDS_SWEEPER, "max_batch_size": None, "params": None}
+    rounds = {
+        "_target_": ROUNDS_SWEEPER,
+        "max_batch_size": None,
+        "params": None,
+        "concurrent_jobs": False,
+    }
     store.store(group="hydra/sweeper", name="rounds", node=rounds)
 
 
@@ -767,16 +793,13 @@ def auto_options(cuda_devices: int) -> dict[str, str]:
     return AUTO_OPTIONS[cuda_devices > 0]
 
 
-def register(project_root: Path, cuda_devices: int | None = None) -> None:
+def register(project_root: Path, cuda_devices: int) -> None:
     """Register the schema; ``model=auto`` and ``precision=auto`` as the options that suit
-    this machine (:func:`auto_options`); and ``${linkbench_root:}`` (the folder holding
-    run.py and experiments/) for conf/config.yaml's search path, so +experiment works from
-    any directory."""
+    a machine with ``cuda_devices`` GPUs (:func:`auto_options`; run.py passes the
+    :class:`~linkbench.config.plan.Machine` it runs on, tests say which one they mean); and
+    ``${linkbench_root:}`` (the folder holding run.py and experiments/) for
+    conf/config.yaml's search path, so +experiment works from any directory."""
     register_schema()
-    if cuda_devices is None:
-        import torch
-
-        cuda_devices = torch.cuda.device_count()
     store = ConfigStore.instance()
     for group, option in auto_options(cuda_devices).items():
         node = OmegaConf.load(project_root / "conf" / group / f"{option}.yaml")

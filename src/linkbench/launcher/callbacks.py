@@ -135,6 +135,10 @@ def unwritable_reason(directory: Path) -> str | None:
         return f"{existing} is a file, not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{existing} is not writable"
+    try:  # permissions do not tell everything (/proc, a full or read-only file system)
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return f"it cannot be created ({error.strerror or error})"
     return None
 
 

@@ -11,6 +11,7 @@ metric, so no job's choice of columns hides another's (tensorflow/tensorboard is
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tensorboard.compat.proto.summary_pb2 import Summary
@@ -33,6 +34,8 @@ FINAL_METRICS = {
     "eval_loss": "final/eval_loss",
     "eval_accuracy": "final/eval_accuracy",
 }
+# How an override spells "no value" (YAML's null).
+NULLS = ("null", "None", "~")
 REPEAT_METRICS = ("samples_per_sec", "step_time_ms", "busbw_gbps_peak")
 CUSTOM_SCALARS = {
     "throughput": {
@@ -69,7 +72,9 @@ def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
         }
     )
     ordered = {**override_values(plan.overrides), **values}
-    return {k: "none" if v is None else v for k, v in ordered.items()}
+    # A key left unset is left out (TensorBoard shows it empty), so a column of numbers
+    # stays numbers instead of mixing in a string for "null".
+    return {k: v for k, v in ordered.items() if v is not None and v not in NULLS}
 
 
 def session_end_pb(completed: bool) -> Summary:
@@ -77,7 +82,7 @@ def session_end_pb(completed: bool) -> Summary:
     TensorFlow; this is the same summary from the plugin's metadata helpers)."""
     status = api_pb2.STATUS_SUCCESS if completed else api_pb2.STATUS_FAILURE
     data = plugin_data_pb2.HParamsPluginData(
-        session_end_info=plugin_data_pb2.SessionEndInfo(status=status)
+        session_end_info=plugin_data_pb2.SessionEndInfo(status=status, end_time_secs=time.time())
     )
     summary = Summary()
     summary.value.add(
@@ -109,7 +114,11 @@ def write_job_summary(
             for key in REPEAT_METRICS:
                 if isinstance(values.get(key), (int, float)):
                     writer.add_scalar(f"repeats/{key}", values[key], repeat)
-        for rank in (result.get("trace") or {}).get("ranks", []):
+        trace = result.get("trace") or {}
+        for key in ("step_ms", "untraced_step_ms", "stretch"):
+            if isinstance((trace.get("mean") or {}).get(key), float):
+                writer.add_scalar(f"trace/{key}", trace["mean"][key], 0)
+        for rank in trace.get("ranks", []):
             for key, value in rank.items():
                 if key.endswith(("_ms", "_ratio")) and isinstance(value, float):
                     writer.add_scalar(f"trace/rank{rank['rank']}/{key}", value, 0)

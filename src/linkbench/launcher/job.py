@@ -72,10 +72,10 @@ def check_transport(plan: JobPlan) -> dict[str, Any]:
         )  # fmt: skip
     elif transport["verified"]:
         log.info("transport verified: %s", transport["reason"])
-    for ignored in requested_vs_used(summary or {}, plan.config.nccl.variables()):
-        log.warning("!!! %s", ignored)
     else:
         log.info("transport %s, not verified: %s", transport["transport"], transport["reason"])
+    for ignored in requested_vs_used(summary or {}, plan.config.nccl.variables()):
+        log.warning("!!! %s", ignored)
     return transport
 
 
@@ -270,9 +270,16 @@ def report(result: dict[str, Any]) -> float:
     if result.get("task", "train") == "train":
         comm = ""
         if "comm_exposed_ms" in metrics:
+            spread = ""
+            if "comm_exposed_ms_low" in metrics:
+                spread = (
+                    f" [{metrics['comm_exposed_ms_low']:.2f}, "
+                    f"{metrics['comm_exposed_ms_high']:.2f}]"
+                )
+            noise = ", below this probe's noise" if "comm_exposed_note" in metrics else ""
             comm = (
-                f", exposed communication {metrics['comm_exposed_ms']:.2f} ms "
-                f"({100 * metrics['comm_fraction']:.0f}%)"
+                f", exposed communication {metrics['comm_exposed_ms']:.2f} ms{spread} "
+                f"({100 * metrics['comm_fraction']:.0f}%{noise})"
             )
         log.info(
             "done: %.1f samples/s, %.2f ms/step%s, final loss %.4f -> %s",
@@ -282,6 +289,14 @@ def report(result: dict[str, Any]) -> float:
             metrics.get("final_loss", float("nan")),
             Path(result["job_dir"]) / RESULT_FILE,
         )
+        if "comm_delay_injected_ms" in metrics:
+            log.info(
+                "debug.comm_delay_ms injected %.2f ms of communication per step (%.1f buckets): "
+                "exposed communication lies between 0 and that plus the collectives' own time", metrics["comm_delay_injected_ms"],
+                metrics["comm_delay_buckets"],
+            )  # fmt: skip
+        if warning := (result.get("trace") or {}).get("warning"):
+            log.warning("trace: %s", warning)
         if "mfu" in metrics:
             log.info(
                 "model FLOPs: %.1f TFLOP/s per device, MFU %.1f%% of the %s TFLOP/s peak",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from linkbench.analysis.trace import analyse as analyse_traces
+from linkbench.analysis.trace import with_untraced
 from linkbench.config.plan import JobPlan, with_repeat
 from linkbench.files import (
     HARDWARE_FILE,
@@ -182,7 +183,8 @@ class JobRecord:
                     self.plan.world_size,
                 )
             if (trace := analyse_traces(self.job_dir)) is not None:
-                self.fields["trace"] = trace
+                untraced = self.fields["metrics"].get("step_time_ms")
+                self.fields["trace"] = with_untraced(trace, untraced)
             peak = self.fields["metrics"].get("busbw_gbps_peak")
             if self.fields.get("task") == "allreduce" and peak is not None:
                 self.fields["health"] = health(

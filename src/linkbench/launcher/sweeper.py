@@ -17,13 +17,21 @@ that sweeps ``repeats`` itself, or asks for one repeat, runs as the basic sweepe
 from __future__ import annotations
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+from linkbench.config.errors import ConfigError
 
 ROUND_KEY = "round"
 
 
+# Launchers that run a batch's jobs at the same time on this host.
+CONCURRENT_LAUNCHERS = ("JoblibLauncher",)
+
+
 def sweep_rounds(config: DictConfig, arguments: list[str] | None = None) -> int:
-    """How many rounds a multirun's jobs run in: its ``repeats``, unless ``repeats`` is swept."""
+    """How many rounds a multirun's jobs run in: its ``repeats`` (from the config, the
+    sweeper's params or the command line, the last one winning), unless ``repeats`` is
+    swept."""
     params = dict(config.hydra.sweeper.get("params") or {})
     overrides = [f"{k}={v}" for k, v in params.items()]
     overrides += list(config.hydra.overrides.task if arguments is None else arguments)
@@ -34,7 +42,35 @@ def sweep_rounds(config: DictConfig, arguments: list[str] | None = None) -> int:
     swept = {o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()}
     if "repeats" in swept or ROUND_KEY in swept:
         return 1
-    return max(1, int(config.get("repeats", 1)))
+    repeats = config.get("repeats", 1)
+    for override in parsed:
+        if override.get_key_element().lstrip("+~") == "repeats":
+            repeats = override.value()
+    return max(1, int(repeats or 1))
+
+
+def check_rounds(config: DictConfig, rounds: int, concurrent_jobs: bool) -> None:
+    """Refuse, in one sentence, a sweep whose rounds would overwrite or measure each other:
+    a ``hydra.sweep.subdir`` that does not tell rounds apart, or a launcher that runs jobs
+    at the same time (unless ``hydra.sweeper.concurrent_jobs=true``)."""
+    if rounds < 2:
+        return
+    subdir = str(OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir"))
+    excluded = config.hydra.job.config.override_dirname.get("exclude_keys") or []
+    by_dirname = "override_dirname" in subdir and ROUND_KEY not in excluded
+    if ROUND_KEY not in subdir and not by_dirname:
+        raise ConfigError(
+            f"hydra.sweep.subdir={subdir} puts the {rounds} rounds of each configuration "
+            f"(repeats={rounds}) into one directory, each overwriting the last; add "
+            "${round} to it, e.g. 'hydra.sweep.subdir=" + subdir + "_round${round}'."
+        )
+    launcher = str(config.hydra.launcher.get("_target_", ""))
+    if launcher.endswith(CONCURRENT_LAUNCHERS) and not concurrent_jobs:
+        raise ConfigError(
+            f"hydra.launcher={launcher} runs jobs at the same time, so the rounds of "
+            f"repeats={rounds} would share the devices and measure each other; use the basic "
+            "launcher, or add hydra.sweeper.concurrent_jobs=true to run one round at a time."
+        )
 
 
 def alternate_rounds(jobs: list[list[str]], rounds: int) -> list[list[str]]:

@@ -74,7 +74,7 @@ def dataset(data: DataConfig, channels: int, local_rank: int, held_out: bool = F
     if data.name == DataName.fake:
         return datasets.FakeData(
             size=data.eval_size if held_out else data.size,
-            image_size=(3, size, size),
+            image_size=(channels, size, size),
             num_classes=data.num_classes,
             transform=T.ToTensor(),
             random_offset=data.size if held_out else 0,

@@ -1,6 +1,7 @@
 """Wrapping a model in DistributedDataParallel, with the configured communication hook.
 
-With ``nvtx=true`` every bucket's all-reduce is launched inside an NVTX range (``allreduce
+With ``debug.comm_delay_ms`` each bucket's collective waits a known time first
+(:class:`linkbench.parts.delay.CommDelay`). With ``nvtx=true`` every bucket's all-reduce is launched inside an NVTX range (``allreduce
 bucket N``), around the configured hook or DDP's plain all-reduce hook: Nsight Systems then
 shows where each bucket's communication starts.
 """
@@ -18,6 +19,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from linkbench.config.schema import CommHookConfig, DDPConfig
+from linkbench.parts.delay import CommDelay
 
 
 def wrap(
@@ -26,8 +28,10 @@ def wrap(
     comm_hook: CommHookConfig,
     device: torch.device,
     nvtx: bool = False,
+    comm_delay: CommDelay | None = None,
 ) -> DistributedDataParallel:
-    """DDP over the default process group; ``device_ids`` names the rank's GPU."""
+    """DDP over the default process group; ``device_ids`` names the rank's GPU.
+    ``comm_delay`` delays each bucket's collective (``debug.comm_delay_ms``)."""
     ddp_model = DistributedDataParallel(
         model,
         device_ids=[device.index] if device.type == "cuda" else None,
@@ -44,6 +48,8 @@ def wrap(
         hook = hydra.utils.instantiate(comm_hook.hook)
         if isinstance(hook, functools.partial):  # DDP reads the hook's __name__ and __qualname__
             functools.update_wrapper(hook, hook.func)
+    if comm_delay is not None:
+        hook = comm_delay.wrap(hook or default_hooks.allreduce_hook)
     if nvtx:
         hook = _in_nvtx_range(hook or default_hooks.allreduce_hook)
     if hook is not None:

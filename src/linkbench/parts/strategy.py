@@ -27,6 +27,7 @@ from torch import nn
 
 from linkbench.config.schema import Config, StrategyName
 from linkbench.parts import ddp
+from linkbench.parts.delay import CommDelay
 
 
 def blocks(model: nn.Module, classes: list[str]) -> list[nn.Module]:
@@ -69,7 +70,11 @@ class Parallel:
     module: nn.Module
     model: nn.Module
 
-    def without_gradient_sync(self) -> contextlib.AbstractContextManager:
+    def without_gradient_sync(
+        self, optimizer: torch.optim.Optimizer | None = None
+    ) -> contextlib.AbstractContextManager:
+        """A step without the strategy's collectives (the probe's compute-only step); the
+        ``optimizer`` is the one the step will call."""
         raise NotImplementedError
 
     def comm_bytes(self, config: Config) -> dict[str, float]:
@@ -96,10 +101,16 @@ class DataParallel(Parallel):
     kind = StrategyName.ddp
 
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
-        self.ddp = ddp.wrap(model, config.ddp, config.comm_hook, device, nvtx=config.nvtx)
+        delay_ms = config.debug.comm_delay_ms
+        self.comm_delay = CommDelay(delay_ms, device) if delay_ms > 0 else None
+        self.ddp = ddp.wrap(
+            model, config.ddp, config.comm_hook, device, config.nvtx, self.comm_delay
+        )
         self.module, self.model = model, self.ddp
 
-    def without_gradient_sync(self) -> contextlib.AbstractContextManager:
+    def without_gradient_sync(
+        self, optimizer: torch.optim.Optimizer | None = None
+    ) -> contextlib.AbstractContextManager:
         return self.ddp.no_sync()
 
     def message_bytes(self, config: Config, op: str) -> float:
@@ -121,6 +132,26 @@ class ZeroOne(DataParallel):
     def comm_bytes(self, config: Config) -> dict[str, float]:
         params = tensor_bytes(p for p in self.module.parameters() if p.requires_grad)
         return {**super().comm_bytes(config), "broadcast": float(params)}
+
+    @contextlib.contextmanager
+    def without_gradient_sync(
+        self, optimizer: torch.optim.Optimizer | None = None
+    ) -> Iterator[None]:
+        """No all-reduce, and an optimizer step that updates this rank's shard without
+        broadcasting it (``ZeroRedundancyOptimizer._local_step``, its step less the
+        broadcast): the step's compute alone."""
+        saved = optimizer.__dict__.get("step") if optimizer is not None else None
+        if optimizer is not None:
+            optimizer.step = optimizer._local_step  # type: ignore[attr-defined]
+        try:
+            with self.ddp.no_sync():
+                yield
+        finally:
+            if optimizer is not None:
+                if saved is None:  # the class's own step again
+                    del optimizer.step
+                else:  # the lr scheduler's wrapper of it
+                    optimizer.step = saved
 
 
 class FullyShardedParallel(Parallel):
@@ -158,7 +189,9 @@ class FullyShardedParallel(Parallel):
         return [m for m in (*self.blocks, self.module) if hasattr(m, "set_requires_gradient_sync")]
 
     @contextlib.contextmanager
-    def without_gradient_sync(self) -> Iterator[None]:
+    def without_gradient_sync(
+        self, optimizer: torch.optim.Optimizer | None = None
+    ) -> Iterator[None]:
         """No reduce-scatter, and parameters kept unsharded from the first step on, so the
         steps after it run without collectives: FSDP's compute-only step."""
         for module in self._sharded():

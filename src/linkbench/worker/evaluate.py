@@ -1,6 +1,7 @@
 """Held-out evaluation: loss and top-1 accuracy over every rank's share of the held-out split.
 
 Every rank runs the model in eval mode, without gradients and with the step's autocast,
+with the training loss (``model.loss``, a mean over a batch's samples),
 over its own share (:func:`linkbench.parts.data.held_out_batches`: every sample once, no
 padding duplicates); the summed loss, correct predictions and sample count are all-reduced,
 so the figures are exact for the whole split whatever the number of ranks. Evaluations run
@@ -17,6 +18,7 @@ import torch.distributed as dist
 from linkbench.config.plan import JobPlan
 from linkbench.parts import precision
 from linkbench.parts.data import held_out_batches
+from linkbench.parts.models import loss_function
 from linkbench.worker.rank import Rank
 from linkbench.worker.stepper import Stepper
 
@@ -24,6 +26,7 @@ from linkbench.worker.stepper import Stepper
 def evaluate(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, float]:
     """``eval_loss`` (mean per sample) and ``eval_accuracy`` (top-1) over the held-out split."""
     cfg = plan.config
+    loss_fn = loss_function(cfg.model)
     module = stepper.parallel.module  # DDP's replicas agree; FSDP's root gathers its shards
     was_training = module.training
     module.eval()
@@ -32,12 +35,13 @@ def evaluate(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, float]:
         with torch.no_grad(), precision.autocast(plan.config.precision, me.device):
             for inputs, targets in held_out_batches(cfg, cfg.eval.batch or cfg.batch, me):
                 outputs = module(inputs)
-                flat = outputs.reshape(-1, outputs.shape[-1]).float()
                 labels = targets.reshape(-1)
-                loss = torch.nn.functional.cross_entropy(flat, labels, reduction="sum")
+                # The training loss's mean over the batch's samples, weighted by their count.
+                loss = loss_fn(outputs.float(), targets).double() * labels.numel()
+                flat = outputs.reshape(-1, outputs.shape[-1])
                 correct = (flat.argmax(dim=-1) == labels).sum()
                 count = torch.tensor(labels.numel(), device=me.device)
-                totals += torch.stack([loss.double(), correct.double(), count.double()])
+                totals += torch.stack([loss, correct.double(), count.double()])
     finally:
         module.train(was_training)
     dist.all_reduce(totals)

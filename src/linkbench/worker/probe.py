@@ -2,8 +2,9 @@
 
 After training, the same step runs ``task.no_sync_steps`` times with gradient
 synchronisation and as many times under ``DistributedDataParallel.no_sync()`` (same shapes,
-no all-reduce). The difference is the communication the step waits for (what overlap with
-the backward pass did not hide). DDP's own running averages of backward communication and
+no all-reduce), in up to five pairs of alternating windows. The difference is the
+communication the step waits for (what overlap with the backward pass did not hide); the
+pairs give it a 95 % interval, and one that holds 0 is reported as below the probe's noise. DDP's own running averages of backward communication and
 overlap time are recorded beside it, and with them a lower bound of the bus bandwidth the
 gradient all-reduce achieved (nccl-tests' definition, bytes x 2(n-1)/n / time, over DDP's
 communication time, which includes waiting for the backward pass). The probe runs after the timed
@@ -14,11 +15,14 @@ weights unsynchronised, which no longer matters then.
 from __future__ import annotations
 
 import logging
+import math
+import statistics
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from scipy.stats import t as student_t
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -29,6 +33,29 @@ from linkbench.worker.stepper import Stepper
 from linkbench.worker.timing import WindowTimer
 
 log = logging.getLogger("linkbench")
+# Pairs of alternating synced and no_sync windows the probe's steps are split into.
+PROBE_WINDOWS = 5
+
+
+def t_quantile(p: float, df: int) -> float:
+    return float(student_t.ppf(p, df))
+
+
+def noise_note(exposed: float, low: float, high: float, windows: int) -> str | None:
+    """What the record says when the probe cannot tell the exposed communication from 0."""
+    if windows >= 2 and low <= 0 <= high:
+        return (
+            f"below this probe's noise: {exposed:+.3f} ms [{low:+.3f}, {high:+.3f}] over "
+            f"{windows} alternating windows includes 0; raise task.no_sync_steps for a finer "
+            "measurement"
+        )
+    if exposed < 0:
+        return (
+            f"negative: the no_sync steps took {-exposed:.3f} ms longer than the synced ones on "
+            "the same rank, so the exposed communication is below this probe's noise; raise "
+            "task.no_sync_steps for a finer measurement"
+        )
+    return None
 
 
 def grad_bytes(model: nn.Module) -> int:
@@ -56,14 +83,47 @@ def _ms_per_step(step: Callable[[], Any], steps: int, device: torch.device) -> f
     return timer.stop() / steps
 
 
-def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
-    """Exposed communication of one step; empty when the probe is off.
+def window_sizes(steps: int, windows: int = PROBE_WINDOWS) -> list[int]:
+    """``steps`` timed steps of each kind split into up to ``windows`` windows."""
+    count = min(windows, steps)
+    return [steps // count + (i < steps % count) for i in range(count)]
 
-    Each rank times its own synced and no_sync steps; the figures reported are those of the
-    rank whose synced step was slowest, so both measurements of the difference come from
-    one rank. A negative difference (no_sync steps slower than synced ones: noise larger
-    than the exposed communication) is reported as measured, with a note. DDP's own timings
-    are left out with CUDA graphs: DDP measures them on the host, in eager steps only."""
+
+def exposed_interval(pairs: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """(mean, low, high) of synced minus no_sync milliseconds per step over the windows'
+    pairs, with a 95 % t-interval (low = high = mean for one pair)."""
+    differences = [synced - unsynced for synced, unsynced in pairs]
+    mean = statistics.fmean(differences)
+    if len(differences) < 2:
+        return mean, mean, mean
+    half = t_quantile(0.975, len(differences) - 1) * statistics.stdev(differences)
+    half /= math.sqrt(len(differences))
+    return mean, mean - half, mean + half
+
+
+def _alternating_windows(stepper: Stepper, steps: int, device: torch.device) -> list[Any]:
+    """(synced, no_sync) milliseconds per step of each window pair; the kind that goes first
+    alternates from pair to pair, so a drift inside a pair favours neither."""
+    pairs = []
+    for i, size in enumerate(window_sizes(steps)):
+        kinds = (stepper.synced, stepper.unsynced)
+        first, second = kinds if i % 2 == 0 else kinds[::-1]
+        times = (_ms_per_step(first, size, device), _ms_per_step(second, size, device))
+        pairs.append(times if i % 2 == 0 else times[::-1])
+    return pairs
+
+
+def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
+    """Exposed communication of one step, with its spread; empty when the probe is off.
+
+    Each rank times its synced and no_sync steps in alternating windows; the figures
+    reported are those of the rank whose synced steps were slowest, so every difference
+    comes from one rank. ``comm_exposed_ms`` is the mean over the windows' pairs, with a
+    95 % interval (``comm_exposed_ms_low`` / ``_high``); an interval that holds 0 means the
+    exposed communication is below this probe's noise, and the record says so. DDP's own
+    timings are left out with CUDA graphs: DDP measures them on the host, in eager steps
+    only. With ``debug.comm_delay_ms`` the injected delay per synced step is recorded
+    (``comm_delay_injected_ms``): the exposed communication lies between 0 and it."""
     steps = plan.config.task.no_sync_steps
     if steps <= 0:
         return {}
@@ -71,29 +131,32 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if isinstance(parallel, DataParallel) and not stepper.cuda_graphs:
         out.update(ddp_comm_times(parallel.ddp))
-    mine = (
-        _ms_per_step(stepper.synced, steps, me.device),
-        _ms_per_step(stepper.unsynced, steps, me.device),
-    )
+    delay = parallel.comm_delay if isinstance(parallel, DataParallel) else None
+    delayed_before = delay.buckets if delay else 0
+    mine = _alternating_windows(stepper, steps, me.device)
     everyone: list[Any] = [None] * me.world_size
     dist.all_gather_object(everyone, mine)
-    synced, unsynced = max(everyone, key=lambda pair: pair[0])
-    exposed = synced - unsynced
+    pairs = max(everyone, key=lambda p: statistics.fmean(s for s, _ in p))
+    exposed, low, high = exposed_interval(pairs)
+    synced = statistics.fmean(s for s, _ in pairs)
     out.update(
         no_sync_steps=steps,
         synced_step_ms=synced,
-        compute_step_ms=unsynced,
+        compute_step_ms=statistics.fmean(u for _, u in pairs),
         comm_exposed_ms=exposed,
+        comm_exposed_ms_low=low,
+        comm_exposed_ms_high=high,
+        comm_exposed_windows=len(pairs),
         comm_fraction=exposed / synced,
         grad_bytes=grad_bytes(parallel.module),
     )
-    if exposed < 0:
-        out["comm_exposed_note"] = (
-            f"negative: the no_sync steps took {-exposed:.3f} ms longer than the synced ones on "
-            "the same rank, so the exposed communication is below this probe's noise; raise "
-            "task.no_sync_steps for a finer measurement"
-        )
-        log.warning("exposed communication %s", out["comm_exposed_note"])
+    if delay is not None:
+        synced_steps = sum(window_sizes(steps)) + len(pairs)  # the untimed ones delay too
+        buckets = (delay.buckets - delayed_before) / synced_steps
+        out.update(comm_delay_buckets=buckets, comm_delay_injected_ms=buckets * delay.ms)
+    if note := noise_note(exposed, low, high, len(pairs)):
+        out["comm_exposed_note"] = note
+        log.warning("exposed communication %s", note)
     n = me.world_size
     if moved := parallel.comm_bytes(plan.config):
         out["comm_bytes"] = moved

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch._C._profiler import _ExperimentalConfig
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from linkbench.analysis.trace import trace_path
@@ -32,21 +33,33 @@ def record_trace(stepper: Stepper, plan: JobPlan, me: Rank) -> Path | None:
         return None
     path = trace_path(Path(plan.job_dir), me.rank)
     path.parent.mkdir(parents=True, exist_ok=True)
-    activities = [ProfilerActivity.CPU]
+    activities = [ProfilerActivity.CPU] if options.cpu or me.device.type == "cpu" else []
     if me.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
         torch.cuda.synchronize(me.device)
+    extra = {}
+    if plan.config.debug.comm_delay_ms and me.device.type == "cpu":
+        # The injected delay sleeps in a thread of its own, which the profiler records only
+        # when asked to record every thread.
+        extra["experimental_config"] = _ExperimentalConfig(profile_all_threads=True)
     dist.barrier()  # every rank profiles the same steps
     with profile(
+        **extra,
         activities=activities,
         schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=options.steps, repeat=1),
         record_shapes=options.record_shapes,
         with_stack=options.with_stack,
         on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
     ) as profiler:
-        for _ in range(WARMUP_STEPS + options.steps):
+        for step in range(WARMUP_STEPS + options.steps):
             stepper.synced()
-            if me.device.type == "cuda":
-                torch.cuda.synchronize(me.device)  # the step's kernels end inside the trace
+            if me.device.type == "cuda" and step in (
+                WARMUP_STEPS - 1,
+                WARMUP_STEPS + options.steps - 1,
+            ):
+                # The host runs ahead of the GPU inside the traced steps, as in the timed ones;
+                # it waits only before the first and after the last, so every traced kernel
+                # runs while the profiler records.
+                torch.cuda.synchronize(me.device)
             profiler.step()
     return path

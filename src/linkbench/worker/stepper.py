@@ -23,7 +23,6 @@ cache is off, as capture requires. The probe's no_sync step gets a graph of its 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 
 import torch
@@ -33,6 +32,7 @@ from linkbench.config.plan import JobPlan
 from linkbench.config.schema import CUDA_GRAPH_EAGER_STEPS
 from linkbench.parts import precision
 from linkbench.parts.data import Batch
+from linkbench.parts.delay import StepDelay
 from linkbench.parts.models import loss_function
 from linkbench.parts.optim import build_optimizer, build_schedule
 from linkbench.parts.strategy import DataParallel, parallelize
@@ -54,7 +54,7 @@ class Stepper:
         self._device = device
         self._batches = batches
         self._loss = loss_function(cfg.model)
-        self._delay_s = cfg.debug.step_delay_ms / 1e3
+        self._delay = StepDelay(cfg.debug.step_delay_ms, device)
         self.cuda_graphs = cfg.cuda_graphs
         self._side = torch.cuda.Stream(device) if self.cuda_graphs else None
         self._nvtx = cfg.nvtx
@@ -95,8 +95,7 @@ class Stepper:
         return self._step(sync=False)
 
     def _step(self, sync: bool) -> torch.Tensor:
-        if self._delay_s:
-            time.sleep(self._delay_s)  # debug.step_delay_ms: a known effect, for calibration
+        self._delay()  # debug.step_delay_ms: a known effect, for calibration
         batch = next(self._batches)
         if self.cuda_graphs:
             loss = self._graph_step(batch, sync)
@@ -162,7 +161,11 @@ class Stepper:
         return graph, loss, batch
 
     def _sync_context(self, sync: bool) -> contextlib.AbstractContextManager:
-        return contextlib.nullcontext() if sync else self.parallel.without_gradient_sync()
+        return (
+            contextlib.nullcontext()
+            if sync
+            else self.parallel.without_gradient_sync(self.optimizer)
+        )
 
     def _on_side(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext() if self._side is None else torch.cuda.stream(self._side)
