@@ -6,7 +6,9 @@
   it hides a host sleep; ``comm_delay_ms`` on a stream of its own that each gradient bucket's
   collective waits for (:class:`CommDelay`), so the delay stands in for a slow link: the
   backward pass goes on meanwhile, and only what it does not hide is exposed. The cycles per
-  millisecond are calibrated once per process with CUDA events (:func:`cycles_per_ms`).
+  millisecond are calibrated once per process with CUDA events (:func:`cycles_per_ms`), then
+  again at every logging step from events around the spins themselves (:class:`Spin`), so
+  the delay follows the SM clock of the training load.
 - On CPU the step delay is a host sleep inside the step (a CPU step is the host's work), and
   the communication delay a host sleep in a thread that then issues the bucket's collective,
   so the backward pass goes on meanwhile there too.
@@ -32,6 +34,8 @@ from linkbench.analysis.trace import COMM_DELAY_RANGE
 CALIBRATION_MS = 5.0
 CALIBRATION_ROUNDS = 5
 FIRST_GUESS_CYCLES = 1_000_000
+# Spins timed between two recalibrations (the rest run untimed).
+MAX_TIMED_SPINS = 64
 
 
 def _spin_ms(cycles: int) -> float:
@@ -59,19 +63,50 @@ def spin_cycles(ms: float, device: torch.device) -> int:
     return round(ms * cycles_per_ms(device.index or 0))
 
 
+class Spin:
+    """A spin kernel of ``ms`` milliseconds on the current stream, timed by CUDA events so
+    that :meth:`recalibrate` can follow the SM clock: the clock under a training load is not
+    the one of the first calibration (on an H200 a first calibration on a cold GPU made a
+    2 ms delay read 1.74 ms in training)."""
+
+    def __init__(self, ms: float, device: torch.device) -> None:
+        self.ms = ms
+        self.cycles = spin_cycles(ms, device)
+        self._marks: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+
+    def __call__(self) -> None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(self.cycles)
+        end.record()
+        if len(self._marks) < MAX_TIMED_SPINS:
+            self._marks.append((start, end))
+
+    def recalibrate(self) -> None:
+        """Rescale the cycles from the spins since the last call that have run (call it where
+        the host waits for the device anyway: the logging steps)."""
+        times = [a.elapsed_time(b) for a, b in self._marks if b.query()]
+        self._marks.clear()
+        if times and (measured := statistics.median(times)) > 0:
+            self.cycles = max(1, round(self.cycles * self.ms / measured))
+
+
 class StepDelay:
     """``debug.step_delay_ms`` in every training step: on the step's stream (GPU) or the host."""
 
     def __init__(self, ms: float, device: torch.device) -> None:
         self.ms = ms
-        self._cuda = device.type == "cuda" and ms > 0
-        self._cycles = spin_cycles(ms, device) if self._cuda else 0
+        self._spin = Spin(ms, device) if device.type == "cuda" and ms > 0 else None
 
     def __call__(self) -> None:
-        if self._cuda:
-            torch.cuda._sleep(self._cycles)
+        if self._spin is not None:
+            self._spin()
         elif self.ms:
             time.sleep(self.ms / 1e3)
+
+    def recalibrate(self) -> None:
+        if self._spin is not None:
+            self._spin.recalibrate()
 
 
 Hook = Callable[[Any, Any], torch.futures.Future]
@@ -87,7 +122,7 @@ class CommDelay:
         self.buckets = 0
         if device.type == "cuda":
             self._stream = torch.cuda.Stream(device)
-            self._cycles = spin_cycles(ms, device)
+            self._spin = Spin(ms, device)
         else:
             # One thread: the delays follow each other, as messages on one link do.
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="comm_delay")
@@ -110,7 +145,7 @@ class CommDelay:
         self._stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(self._stream):
             with torch.profiler.record_function(COMM_DELAY_RANGE):
-                torch.cuda._sleep(self._cycles)
+                self._spin()
             return hook(state, bucket)
 
     def _on_host(self, hook: Hook, state: Any, bucket: Any) -> torch.futures.Future:
@@ -132,3 +167,7 @@ class CommDelay:
 
         self._thread.submit(later)
         return done
+
+    def recalibrate(self) -> None:
+        if self.device.type == "cuda":
+            self._spin.recalibrate()

@@ -86,6 +86,12 @@ class Stepper:
         # Per kind of step (synced or not): the graph, its loss and its input tensors.
         self._graphs: dict[bool, tuple[torch.cuda.CUDAGraph, torch.Tensor, Batch]] = {}
 
+    def recalibrate_delays(self) -> None:
+        """Let the injected delays follow the clock (at logging steps, where the host waits)."""
+        self._delay.recalibrate()
+        if (comm := getattr(self.parallel, "comm_delay", None)) is not None:
+            comm.recalibrate()
+
     def synced(self) -> torch.Tensor:
         """One training step with gradient all-reduce; its loss as a device tensor."""
         return self._step(sync=True)

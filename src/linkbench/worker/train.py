@@ -182,6 +182,7 @@ class TrainingRun:
             if self.flops is not None and self.flops.peak_tflops:
                 scalars["perf/mfu"] = self.flops.metrics(per_device)["mfu"]
         _check_finite(float(self.loss_sum), done - self.loss_count + 1, done, me.rank)
+        self.stepper.recalibrate_delays()
         self.mean_loss = sum_over_ranks(self.loss_sum, me.device) / (
             self.loss_count * me.world_size
         )
