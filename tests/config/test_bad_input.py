@@ -35,7 +35,8 @@ CONTEXT = {
 ZERO_ALLOWED = {
     "untimed_steps", "scaling.lr_warmup_steps", "model.weight_decay", "data.num_workers",
     "task.no_sync_steps", "task.warmup_iters", "checkpoint.every_steps", "debug.crash_rank",
-    "debug.step_delay_ms", "debug.comm_delay_ms", "debug.log_delay_ms", "eval.every_steps", "hw_sample_hz",
+    "debug.step_delay_ms", "debug.comm_delay_ms", "debug.log_delay_ms", "eval.every_steps",
+    "hw_sample_hz",
     "scaling.lr_warmup_epochs",
 }  # fmt: skip
 ANY_INTEGER = {"seed"}

@@ -292,8 +292,8 @@ def report(result: dict[str, Any]) -> float:
         if "comm_delay_injected_ms" in metrics:
             log.info(
                 "debug.comm_delay_ms injected %.2f ms of communication per step (%.1f buckets): "
-                "exposed communication lies between 0 and that plus the collectives' own time", metrics["comm_delay_injected_ms"],
-                metrics["comm_delay_buckets"],
+                "exposed communication lies between 0 and that plus the collectives' own time",
+                metrics["comm_delay_injected_ms"], metrics["comm_delay_buckets"],
             )  # fmt: skip
         if warning := (result.get("trace") or {}).get("warning"):
             log.warning("trace: %s", warning)

@@ -55,7 +55,8 @@ def check_rounds(config: DictConfig, rounds: int, concurrent_jobs: bool) -> None
     at the same time (unless ``hydra.sweeper.concurrent_jobs=true``)."""
     if rounds < 2:
         return
-    subdir = str(OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir"))
+    sweep = OmegaConf.to_container(config.hydra.sweep, resolve=False)
+    subdir = str(sweep.get("subdir") if isinstance(sweep, dict) else None)
     excluded = config.hydra.job.config.override_dirname.get("exclude_keys") or []
     by_dirname = "override_dirname" in subdir and ROUND_KEY not in excluded
     if ROUND_KEY not in subdir and not by_dirname:

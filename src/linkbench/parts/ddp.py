@@ -1,9 +1,9 @@
 """Wrapping a model in DistributedDataParallel, with the configured communication hook.
 
 With ``debug.comm_delay_ms`` each bucket's collective waits a known time first
-(:class:`linkbench.parts.delay.CommDelay`). With ``nvtx=true`` every bucket's all-reduce is launched inside an NVTX range (``allreduce
-bucket N``), around the configured hook or DDP's plain all-reduce hook: Nsight Systems then
-shows where each bucket's communication starts.
+(:class:`linkbench.parts.delay.CommDelay`). With ``nvtx=true`` every bucket's all-reduce is
+launched inside an NVTX range (``allreduce bucket N``), around the configured hook or DDP's
+plain all-reduce hook: Nsight Systems then shows where each bucket's communication starts.
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ class ZeroOne(DataParallel):
         broadcast): the step's compute alone."""
         saved = optimizer.__dict__.get("step") if optimizer is not None else None
         if optimizer is not None:
-            optimizer.step = optimizer._local_step  # type: ignore[attr-defined]
+            optimizer.step = optimizer._local_step  # type: ignore[attr-defined,method-assign]
         try:
             with self.ddp.no_sync():
                 yield
@@ -151,7 +151,7 @@ class ZeroOne(DataParallel):
                 if saved is None:  # the class's own step again
                     del optimizer.step
                 else:  # the lr scheduler's wrapper of it
-                    optimizer.step = saved
+                    optimizer.step = saved  # type: ignore[method-assign]
 
 
 class FullyShardedParallel(Parallel):

@@ -4,12 +4,13 @@ After training, the same step runs ``task.no_sync_steps`` times with gradient
 synchronisation and as many times under ``DistributedDataParallel.no_sync()`` (same shapes,
 no all-reduce), in up to five pairs of alternating windows. The difference is the
 communication the step waits for (what overlap with the backward pass did not hide); the
-pairs give it a 95 % interval, and one that holds 0 is reported as below the probe's noise. DDP's own running averages of backward communication and
-overlap time are recorded beside it, and with them a lower bound of the bus bandwidth the
-gradient all-reduce achieved (nccl-tests' definition, bytes x 2(n-1)/n / time, over DDP's
-communication time, which includes waiting for the backward pass). The probe runs after the timed
-steps, so it never changes the reported throughput; its no_sync steps leave the ranks'
-weights unsynchronised, which no longer matters then.
+pairs give it a 95 % interval, and one that holds 0 is reported as below the probe's noise.
+DDP's own running averages of backward communication and overlap time are recorded beside
+it, and with them a lower bound of the bus bandwidth the gradient all-reduce achieved (nccl-
+tests' definition, bytes x 2(n-1)/n / time, over DDP's communication time, which includes
+waiting for the backward pass). The probe runs after the timed steps, so it never changes
+the reported throughput; its no_sync steps leave the ranks' weights unsynchronised, which no
+longer matters then.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ run writes traces.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -37,7 +38,7 @@ def record_trace(stepper: Stepper, plan: JobPlan, me: Rank) -> Path | None:
     if me.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
         torch.cuda.synchronize(me.device)
-    extra = {}
+    extra: dict[str, Any] = {}
     if plan.config.debug.comm_delay_ms and me.device.type == "cpu":
         # The injected delay sleeps in a thread of its own, which the profiler records only
         # when asked to record every thread.

@@ -1,0 +1,83 @@
+"""Defects found trying the project on the GPU machine and here, each pinned by a test."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from linkbench.config.errors import ConfigError
+from linkbench.config.plan import Machine, make_plan
+from linkbench.launcher.callbacks import unwritable_reason
+from linkbench.launcher.sweeper import check_rounds, sweep_rounds
+
+CPU = Machine(cuda_devices=0)
+
+
+def test_the_old_untimed_name_is_clamped_like_the_new_one(compose_config, tmp_path):
+    budget = ["epochs=1", "data=digits", "batch=256"]
+    new = make_plan(compose_config([*budget, "untimed_steps=10"]), str(tmp_path), [], CPU)
+    old = make_plan(compose_config([*budget, "warmup_steps=10"]), str(tmp_path), [], CPU)
+    assert old.config.untimed_steps == new.config.untimed_steps == new.config.steps - 1
+
+
+@pytest.mark.parametrize("key", ["base_lr", "debug.step_delay_ms", "dist_timeout_s"])
+def test_non_finite_numbers_are_refused_up_front(compose_config, tmp_path, key):
+    with pytest.raises(ConfigError, match=f"{key}=inf is not a finite number"):
+        make_plan(compose_config([f"{key}=inf"]), str(tmp_path), [], CPU)
+
+
+def test_fake_data_follows_the_models_channels(compose_config, tmp_path):
+    from linkbench.parts.datasets import dataset
+
+    cfg = compose_config(["data=fake", "data.size=64", "model.in_channels=1"])
+    config = make_plan(cfg, str(tmp_path), [], CPU).config
+    assert dataset(config.data, config.model.in_channels, 0)[0][0].shape[0] == 1
+
+
+def test_an_output_directory_that_cannot_be_created_is_named():
+    assert "cannot be created" in unwritable_reason(__import__("pathlib").Path("/proc/x/y"))
+
+
+def _sweep(subdir: str, launcher: str = "hydra._internal.core_plugins.basic_launcher") -> object:
+    return OmegaConf.create(
+        {
+            "repeats": 1,
+            "hydra": {
+                "sweep": {"subdir": subdir},
+                "job": {"config": {"override_dirname": {"exclude_keys": ["resume"]}}},
+                "launcher": {"_target_": launcher},
+                "sweeper": {"params": {"repeats": "3"}},
+                "overrides": {"task": ["batch=8,16"]},
+            },
+        }
+    )
+
+
+def test_repeats_under_the_sweepers_params_run_as_rounds():
+    assert sweep_rounds(_sweep("${hydra.job.override_dirname}")) == 3
+
+
+def test_a_subdir_without_the_round_is_refused_in_one_sentence():
+    with pytest.raises(ConfigError, match=r"add \$\{round\}"):
+        check_rounds(_sweep("b${batch}"), 3, concurrent_jobs=False)
+    check_rounds(_sweep("b${batch}_r${round}"), 3, concurrent_jobs=False)
+    check_rounds(_sweep("${hydra.job.override_dirname}"), 3, concurrent_jobs=False)
+
+
+def test_a_launcher_that_runs_jobs_together_is_refused_unless_asked_for():
+    joblib = _sweep("${hydra.job.override_dirname}", "x.joblib_launcher.JoblibLauncher")
+    with pytest.raises(ConfigError, match="concurrent_jobs=true"):
+        check_rounds(joblib, 3, concurrent_jobs=False)
+    check_rounds(joblib, 3, concurrent_jobs=True)
+
+
+def test_hparams_leave_unset_keys_out_so_number_columns_stay_numbers(compose_config, tmp_path):
+    from linkbench.launcher.hparams import hparams_of, session_end_pb
+
+    plan = make_plan(compose_config(), str(tmp_path), ["cudnn_benchmark=null", "batch=8"], CPU)
+    values = hparams_of(plan, {"epochs": None, "batch": 8})
+    assert "cudnn_benchmark" not in values and "epochs" not in values and values["batch"] == 8
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    end = session_end_pb(True).value[0].metadata.plugin_data.content
+    assert plugin_data_pb2.HParamsPluginData.FromString(end).session_end_info.end_time_secs > 0
