@@ -16,17 +16,16 @@ longer matters then.
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from scipy.stats import t as student_t
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from linkbench.analysis.stats import mean_interval
 from linkbench.config.plan import JobPlan
 from linkbench.parts.strategy import DataParallel
 from linkbench.worker.rank import Rank
@@ -36,10 +35,6 @@ from linkbench.worker.timing import WindowTimer
 log = logging.getLogger("linkbench")
 # Pairs of alternating synced and no_sync windows the probe's steps are split into.
 PROBE_WINDOWS = 5
-
-
-def t_quantile(p: float, df: int) -> float:
-    return float(student_t.ppf(p, df))
 
 
 def noise_note(exposed: float, low: float, high: float, windows: int) -> str | None:
@@ -93,13 +88,8 @@ def window_sizes(steps: int, windows: int = PROBE_WINDOWS) -> list[int]:
 def exposed_interval(pairs: list[tuple[float, float]]) -> tuple[float, float, float]:
     """(mean, low, high) of synced minus no_sync milliseconds per step over the windows'
     pairs, with a 95 % t-interval (low = high = mean for one pair)."""
-    differences = [synced - unsynced for synced, unsynced in pairs]
-    mean = statistics.fmean(differences)
-    if len(differences) < 2:
-        return mean, mean, mean
-    half = t_quantile(0.975, len(differences) - 1) * statistics.stdev(differences)
-    half /= math.sqrt(len(differences))
-    return mean, mean - half, mean + half
+    found = mean_interval([synced - unsynced for synced, unsynced in pairs], geometric=False)
+    return found.mean, found.low, found.high
 
 
 def _alternating_windows(stepper: Stepper, steps: int, device: torch.device) -> list[Any]:
