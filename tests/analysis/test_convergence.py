@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from ..conftest import load_result, run_cli
+from ..conftest import QUICK, load_result, run_cli
 
 
 def test_digits_reach_ninety_percent_held_out_in_five_epochs(tmp_path):
@@ -18,6 +18,16 @@ def test_digits_reach_ninety_percent_held_out_in_five_epochs(tmp_path):
     events = EventAccumulator(str(tmp_path))
     events.Reload()
     assert [e.step for e in events.Scalars("eval/accuracy")] == [50, 100, 110]
+
+
+def test_the_held_out_loss_is_the_training_loss(tmp_path):
+    """With another ``model.loss`` (multi-margin: about 0.9 for an untrained 10-class model,
+    where cross-entropy is ln 10 = 2.30) the held-out loss follows it."""
+    loss = "model.loss=torch.nn.functional.multi_margin_loss"
+    done = run_cli([*QUICK, loss, f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = load_result(tmp_path)["metrics"]
+    assert 0 < metrics["eval_loss"] < 1.2, metrics
 
 
 @pytest.mark.slow

@@ -62,3 +62,35 @@ def test_fsdps_compute_only_step_keeps_parameters_gathered(
         assert not gpt.blocks[0]._get_fsdp_state()._fsdp_param_group.is_sharded
     fsdp.model(tokens).sum().backward()  # synced again: sharded after its backward
     assert gpt.blocks[0]._get_fsdp_state()._fsdp_param_group.is_sharded
+
+
+def test_zero1s_compute_only_step_updates_without_broadcasting(
+    compose_config, tmp_path, one_rank_world, monkeypatch
+):
+    """The probe's compute-only step leaves out every collective of ZeRO-1, the parameter
+    broadcast after the optimizer step included; the synced step still broadcasts."""
+    import torch.distributed as dist
+
+    from linkbench.parts.optim import build_optimizer
+
+    config = make_plan(compose_config(["strategy=zero1"]), str(tmp_path), [], Machine(0)).config
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    zero = parallelize(model, config, torch.device("cpu"))
+    optimizer = build_optimizer(
+        model, config.optimizer, 0.1, 0.0, torch.device("cpu"), False, strategy=config.strategy.name
+    )
+    broadcasts = []
+    real = dist.broadcast
+    monkeypatch.setattr(dist, "broadcast", lambda *a, **k: broadcasts.append(1) or real(*a, **k))
+
+    def step() -> None:
+        zero.model(torch.ones(4, 8)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    before = model[0].weight.detach().clone()
+    with zero.without_gradient_sync(optimizer):
+        step()
+    assert broadcasts == [] and not torch.equal(model[0].weight, before)  # it did update
+    step()
+    assert broadcasts

@@ -6,16 +6,38 @@ Hydra's own ``split_arguments`` (a static method) makes the jobs; the rounds are
 order (every odd round reversed) when the first batch is taken. A launcher that runs the
 jobs of a batch at the same time (joblib) is refused, since rounds running together on the
 same devices measure each other; with ``hydra.sweeper.concurrent_jobs=true`` it runs, one
-round per batch, so rounds at least never overlap."""
+round per batch, so rounds at least never overlap.
 
-from __future__ import annotations
+Like Hydra's own plugins, the module stores its config (``hydra/sweeper=rounds``) when Hydra
+imports it to look for plugins, so the sweeper is there for any Hydra app, run.py or not."""
 
+# No `from __future__ import annotations`: Hydra imports plugins outside sys.modules, where
+# dataclasses cannot resolve string annotations.
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.config_store import ConfigStore
 
 from linkbench.launcher.sweeper import alternate_rounds, check_rounds, round_sweep, sweep_rounds
+
+
+@dataclass
+class RoundsSweeperConf:
+    """``hydra/sweeper=rounds``: the basic sweeper's options and ``concurrent_jobs``."""
+
+    _target_: str = "hydra_plugins.linkbench_sweeper.rounds_sweeper.RoundsSweeper"
+    max_batch_size: int | None = None
+    params: dict[str, str] | None = None
+    concurrent_jobs: bool = False
+    """Let a launcher that runs a batch's jobs at the same time (joblib) run the sweep, one
+    round per batch."""
+
+
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="rounds", node=RoundsSweeperConf, provider="linkbench"
+)
 
 
 class RoundsSweeper(BasicSweeper):

@@ -163,8 +163,6 @@ class Collective(Choice):
 
 # NVML updates utilisation and PCIe throughput over windows of 20 ms and more.
 MAX_SAMPLE_HZ = 50.0
-# Hydra's basic sweeper with a sweep's repeats run as interleaved rounds.
-ROUNDS_SWEEPER = "hydra_plugins.linkbench_sweeper.rounds_sweeper.RoundsSweeper"
 # torch.compile's modes (torch.compile's docstring); hyphens rule out an enum.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 TENSOR_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int8")
@@ -767,17 +765,9 @@ class Config:
 
 
 def register_schema() -> None:
-    """Store :class:`Config` as ``linkbench_schema`` and linkbench's sweeper as
-    ``hydra/sweeper=rounds`` (idempotent)."""
-    store = ConfigStore.instance()
-    store.store(name="linkbench_schema", node=Config)
-    rounds = {
-        "_target_": ROUNDS_SWEEPER,
-        "max_batch_size": None,
-        "params": None,
-        "concurrent_jobs": False,
-    }
-    store.store(group="hydra/sweeper", name="rounds", node=rounds)
+    """Store :class:`Config` as ``linkbench_schema`` (idempotent; ``hydra/sweeper=rounds``
+    is stored by the sweeper's plugin, which Hydra imports when it looks for plugins)."""
+    ConfigStore.instance().store(name="linkbench_schema", node=Config)
 
 
 # model=auto and precision=auto, by whether CUDA GPUs are visible: on GPUs a model whose
