@@ -39,6 +39,7 @@ lint: $(BIN)/linkbench-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(BIN)/linkbench-installed
 	$(BIN)/ruff check --fix .

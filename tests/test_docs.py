@@ -10,8 +10,8 @@ import shlex
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from linkbench.config.errors import ConfigError
 from linkbench.config.plan import Machine, make_plan
+from linkbench.errors import ConfigError
 
 from .conftest import REPO
 

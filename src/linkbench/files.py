@@ -18,6 +18,10 @@ METRICS_FILE = "metrics.json"
 HARDWARE_FILE = "hardware.json"
 MANIFEST_FILE = "manifest.json"
 RERUN_FILE = "rerun.yaml"
+TRACE_DIR = "traces"
+# The profiler range around each injected communication delay (debug.comm_delay_ms,
+# linkbench.parts.delay), which the trace analysis counts as communication.
+COMM_DELAY_RANGE = "linkbench:comm_delay"
 # Each task's headline metric (what run.py returns to Hydra's sweepers) and its unit.
 HEADLINES = {
     "train": ("samples_per_sec", "samples/s"),
@@ -45,6 +49,11 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+def trace_path(job_dir: str | os.PathLike, rank: int) -> Path:
+    """Where rank ``rank`` of a job writes its trace."""
+    return Path(job_dir) / TRACE_DIR / f"rank{rank}.json.gz"
 
 
 def failure_file(log_dir: Path, rank: int) -> Path:

@@ -18,9 +18,9 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from linkbench.config.errors import ConfigError
 from linkbench.config.plan import Machine, make_plan
 from linkbench.config.schema import Config
+from linkbench.errors import ConfigError
 
 from ..conftest import QUICK, clean_env, load_result, run_cli
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
-from linkbench.config.errors import ConfigError
 from linkbench.config.plan import Machine, make_plan
+from linkbench.errors import ConfigError
 
 from ..conftest import CONF
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from linkbench.config.errors import ConfigError
+from linkbench.errors import ConfigError
 from linkbench.link.interconnect import plan_env
 
 from ..conftest import CONF

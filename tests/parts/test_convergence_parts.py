@@ -8,13 +8,14 @@ import math
 import pytest
 import torch
 
-from linkbench.config.errors import ConfigError
+from linkbench.config.data_sizes import held_out_size, train_size
 from linkbench.config.plan import Machine, make_plan
+from linkbench.config.scaling import LrSchedule
 from linkbench.config.schema import Decay
+from linkbench.errors import ConfigError
 from linkbench.parts.data import held_out_batches
-from linkbench.parts.datasets import dataset, held_out_size, train_size
-from linkbench.parts.scaling import LrSchedule
-from linkbench.worker.rank import Rank
+from linkbench.parts.datasets import dataset
+from linkbench.parts.rank import Rank
 
 CPU = torch.device("cpu")
 

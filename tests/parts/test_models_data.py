@@ -7,13 +7,13 @@ import torch
 from PIL import Image
 
 from linkbench.config.plan import Machine, make_plan
+from linkbench.config.scaling import scaled_lr
 from linkbench.config.schema import OptimizerConfig
 from linkbench.parts.data import make_batches
 from linkbench.parts.flops import train_flops_per_sample
 from linkbench.parts.models import build_model, cross_entropy
 from linkbench.parts.optim import build_optimizer
-from linkbench.parts.scaling import scaled_lr
-from linkbench.worker.rank import Rank
+from linkbench.parts.rank import Rank
 
 CPU = torch.device("cpu")
 OPTIMIZERS = {

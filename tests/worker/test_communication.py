@@ -11,8 +11,9 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from linkbench.analysis.projection import LINKS, inputs_from_result, project, ring_allreduce_ms
+from linkbench.link.bandwidth import bandwidths_gbps
 from linkbench.link.topology import gpu_topology, link_warnings
-from linkbench.worker.collectives import bandwidths_gbps, message_sizes
+from linkbench.worker.collectives import message_sizes
 from linkbench.worker.probe import exposed_interval, noise_note, window_sizes
 
 from ..conftest import run_cli

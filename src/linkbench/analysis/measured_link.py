@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from linkbench.worker.collectives import bus_factor
+from linkbench.link.bandwidth import bus_factor
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ bandwidth against message size. Without a batch sweep, bars per configuration.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import matplotlib
@@ -135,12 +136,20 @@ def _plot_breakdown(sweep_dir: Path, configs: list[Configuration]) -> Path | Non
 
 
 def _to_tensorboard(sweep_dir: Path, image: Path) -> None:
-    """The sweep's picture as an image in TensorBoard (run ``_summary`` of the sweep)."""
-    from torch.utils.tensorboard import SummaryWriter
+    """The sweep's picture as an image in TensorBoard (run ``_summary`` of the sweep), its PNG
+    written as it is into an event file (TensorBoard's own writer: no torch)."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    writer = SummaryWriter(log_dir=str(sweep_dir / SUMMARY_RUN))
+    height, width = plt.imread(image).shape[:2]
+    picture = Summary.Image(
+        height=height, width=width, colorspace=4, encoded_image_string=image.read_bytes()
+    )
+    summary = Summary(value=[Summary.Value(tag=f"sweep/{image.stem}", image=picture)])
+    writer = EventFileWriter(str(sweep_dir / SUMMARY_RUN))
     try:
-        writer.add_image(f"sweep/{image.stem}", plt.imread(image)[..., :3], 0, dataformats="HWC")
+        writer.add_event(Event(wall_time=time.time(), step=0, summary=summary))
     finally:
         writer.close()
 

@@ -28,6 +28,7 @@ other; on CPU traces it has no communication to find.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import re
@@ -37,25 +38,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-TRACE_DIR = "traces"
+from linkbench.files import COMM_DELAY_RANGE, TRACE_DIR
+
 GPU_COMM = re.compile(r"^nccl", re.IGNORECASE)
 GPU_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)", re.IGNORECASE)
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 CPU_COMM = re.compile(r"^gloo:")
 STEP = re.compile(r"^ProfilerStep#\d+$")
-# The profiler range around each injected communication delay (debug.comm_delay_ms,
-# linkbench.parts.delay): on CPU the range itself, on a GPU the kernels launched inside it,
-# count as communication.
-COMM_DELAY_RANGE = "linkbench:comm_delay"
 
 Interval = tuple[float, float]
 # A traced step this many times the untraced one is reported as stretched by the profiler.
 STRETCH_WARNING = 1.2
-
-
-def trace_path(job_dir: Path, rank: int) -> Path:
-    """Where rank ``rank`` of a job writes its trace."""
-    return Path(job_dir) / TRACE_DIR / f"rank{rank}.json.gz"
 
 
 def load_trace(path: Path) -> dict[str, Any]:
@@ -260,13 +253,15 @@ def with_untraced(trace: dict[str, Any], untraced_step_ms: float | None) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m linkbench.analysis.trace JOB_DIR", file=sys.stderr)
-        return 2
-    found = analyse(Path(args[0]))
+    parser = argparse.ArgumentParser(
+        prog="python -m linkbench.analysis.trace",
+        description="A traced job's step split into compute, communication and the rest.",
+    )
+    parser.add_argument("job_dir", type=Path, help="the job's output directory")
+    job_dir = parser.parse_args(argv).job_dir
+    found = analyse(job_dir)
     if found is None:
-        print(f"{args[0]} has no {TRACE_DIR}/rank*.json.gz: run the job with profile=trace",
+        print(f"{job_dir} has no {TRACE_DIR}/rank*.json.gz: run the job with profile=trace",
               file=sys.stderr)  # fmt: skip
         return 2
     json.dump(found, sys.stdout, indent=2)

@@ -4,7 +4,7 @@
 composed config into the typed :class:`~linkbench.config.schema.Config` (whose fields check
 their own ranges), resolves ``auto`` choices against the machine, derives the global batch
 and the scaled learning rate, and turns every combination the machine cannot run into a
-:class:`~linkbench.config.errors.ConfigError` whose one sentence names the key and the fix.
+:class:`~linkbench.errors.ConfigError` whose one sentence names the key and the fix.
 The plan is a picklable value handed to every worker.
 """
 
@@ -22,7 +22,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-from linkbench.config.errors import ConfigError
+from linkbench.config.data_sizes import held_out_size, train_size
+from linkbench.config.scaling import LrSchedule, scaled_lr
 from linkbench.config.schema import (
     Config,
     DataName,
@@ -32,9 +33,8 @@ from linkbench.config.schema import (
     WarmupFrom,
     require,
 )
+from linkbench.errors import ConfigError
 from linkbench.link.interconnect import EnvPlan, plan_env
-from linkbench.parts.datasets import held_out_size, train_size
-from linkbench.parts.scaling import LrSchedule, scaled_lr
 
 CPU_DEFAULT_DEVICES = 2
 # cudnn_benchmark=null turns cuDNN's algorithm timing on for runs this long. Measured on an

@@ -23,7 +23,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from linkbench.config.errors import ConfigError
+from linkbench.errors import ConfigError
 
 
 def require(ok: bool, message: str) -> None:

@@ -22,9 +22,9 @@ from omegaconf import DictConfig, OmegaConf
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-from linkbench.config.errors import ConfigError, JobFailed, JobInterrupted
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import TaskName
+from linkbench.errors import ConfigError, JobFailed, JobInterrupted
 from linkbench.files import METRICS_FILE, RERUN_FILE, RESULT_FILE, headline, read_json
 from linkbench.launcher.failures import first_failure, first_recorded_failure
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch

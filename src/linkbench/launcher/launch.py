@@ -25,8 +25,8 @@ from torch.distributed.elastic.multiprocessing import Std
 from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from linkbench.config.errors import ConfigError
 from linkbench.config.plan import JobPlan
+from linkbench.errors import ConfigError
 from linkbench.worker.main import worker_main
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor

@@ -19,7 +19,7 @@ from __future__ import annotations
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from linkbench.config.errors import ConfigError
+from linkbench.errors import ConfigError
 
 ROUND_KEY = "round"
 

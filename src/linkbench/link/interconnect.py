@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from linkbench.config.errors import ConfigError
+from linkbench.errors import ConfigError
 
 NVLS_VARIABLE = "NCCL_NVLS_ENABLE"
 

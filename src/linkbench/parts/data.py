@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset, TensorDatas
 
 from linkbench.config.schema import Config, DataName, ModelInput
 from linkbench.parts import datasets
-from linkbench.worker.rank import Rank
+from linkbench.parts.rank import Rank
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 RANK_SEED_STRIDE = 1000  # ranks per job seed that get distinct synthetic data

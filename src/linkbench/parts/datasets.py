@@ -15,38 +15,22 @@ Synthetic data has no data set: :mod:`linkbench.parts.data` makes its held-out b
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.utils.data import Dataset, Subset, TensorDataset
 
+from linkbench.config.data_sizes import SPLIT_SEED, digits_arrays
 from linkbench.config.schema import DataConfig, DataName
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-CIFAR10_TRAIN, CIFAR10_TEST = 50_000, 10_000
-SPLIT_SEED = 0  # the held-out split is the same for every job, whatever its seed
 DIGITS_LEVELS = 16.0  # sklearn's digits are grey levels 0..16
 
 
-def _digits_arrays(data: DataConfig) -> tuple[Any, Any, Any, Any]:
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    return train_test_split(
-        digits.images,
-        digits.target,
-        test_size=data.eval_fraction,
-        stratify=digits.target,
-        random_state=SPLIT_SEED,
-    )
-
-
 def _digits(data: DataConfig, channels: int, held_out: bool) -> Dataset:
-    train_x, test_x, train_y, test_y = _digits_arrays(data)
+    train_x, test_x, train_y, test_y = digits_arrays(data)
     x, y = (test_x, test_y) if held_out else (train_x, train_y)
     images = torch.tensor(x, dtype=torch.float32).unsqueeze(1) / DIGITS_LEVELS
     size = data.image_size
@@ -102,31 +86,3 @@ def dataset(data: DataConfig, channels: int, local_rank: int, held_out: bool = F
     if data.download:
         dist.barrier()
     return datasets.CIFAR10(str(root), train=not held_out, download=False, transform=transform)
-
-
-def held_out_size(data: DataConfig) -> int | None:
-    """Samples in the held-out split (None where only building it would tell: image folders)."""
-    if data.name in (DataName.synthetic, DataName.fake):
-        return data.eval_size
-    if data.name == DataName.digits:
-        return len(_digits_arrays(data)[1])
-    if data.name == DataName.cifar10:
-        return CIFAR10_TEST
-    return None
-
-
-def train_size(data: DataConfig) -> int | None:
-    """Images in the training split, known without building it (None for synthetic data)."""
-    if data.name == DataName.synthetic:
-        return None
-    if data.name == DataName.fake:
-        return data.size
-    if data.name == DataName.digits:
-        return len(_digits_arrays(data)[0])
-    if data.name == DataName.cifar10:
-        return CIFAR10_TRAIN
-    assert data.root is not None
-    root = Path(data.root).expanduser()
-    train_root = root / "train" if (root / "train").is_dir() else root
-    count = sum(1 for p in train_root.rglob("*") if p.is_file())
-    return count if (root / "val").is_dir() else count - max(1, round(count * data.eval_fraction))

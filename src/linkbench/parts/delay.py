@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from linkbench.analysis.trace import COMM_DELAY_RANGE
+from linkbench.files import COMM_DELAY_RANGE
 
 # The spin kernel's calibration: each timed spin lasts about this long, this many times.
 CALIBRATION_MS = 5.0

@@ -14,8 +14,8 @@ import hydra.utils
 import torch
 from torch import nn
 
+from linkbench.config.scaling import LrSchedule
 from linkbench.config.schema import OptimizerConfig, StrategyName
-from linkbench.parts.scaling import LrSchedule
 
 
 def build_optimizer(

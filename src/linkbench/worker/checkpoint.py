@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from linkbench.config.schema import StrategyName
 from linkbench.files import read_json, replace_atomically, write_json
-from linkbench.worker.rank import Rank
+from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
 
 CHECKPOINT_FILE = "checkpoint.pt"

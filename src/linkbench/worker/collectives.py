@@ -20,8 +20,9 @@ import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
 from linkbench.config.schema import TaskConfig
+from linkbench.link.bandwidth import bandwidths_gbps
+from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker.board import Board
-from linkbench.worker.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker.timing import WindowTimer
 
 log = logging.getLogger("linkbench")
@@ -37,20 +38,6 @@ CSV_COLUMNS = (
     "algbw_gbps",
     "busbw_gbps",
 )
-
-
-def bus_factor(op: str, world_size: int) -> float:
-    """nccl-tests' busbw / algbw ratio."""
-    n = world_size
-    return 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
-
-
-def bandwidths_gbps(
-    op: str, size_bytes: int, seconds: float, world_size: int
-) -> tuple[float, float]:
-    """(algbw, busbw) in GB/s (1e9 bytes) for one call of ``op`` on ``size_bytes``."""
-    algbw = size_bytes / seconds / 1e9
-    return algbw, algbw * bus_factor(op, world_size)
 
 
 def message_sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:

@@ -19,7 +19,7 @@ from linkbench.config.plan import JobPlan
 from linkbench.parts import precision
 from linkbench.parts.data import held_out_batches
 from linkbench.parts.models import loss_function
-from linkbench.worker.rank import Rank
+from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
 
 

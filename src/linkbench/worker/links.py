@@ -31,8 +31,8 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
+from linkbench.parts.rank import Rank
 from linkbench.worker.board import Board
-from linkbench.worker.rank import Rank
 
 log = logging.getLogger("linkbench")
 CSV_FILE = "links.csv"

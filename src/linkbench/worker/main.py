@@ -28,10 +28,10 @@ from linkbench.files import HARDWARE_FILE, write_json
 from linkbench.link.interconnect import apply_env, nccl_environment
 from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
 from linkbench.link.transport import nccl_debug_env
+from linkbench.parts.rank import Rank
 from linkbench.worker.board import Board
 from linkbench.worker.collectives import run_collectives
 from linkbench.worker.links import run_links
-from linkbench.worker.rank import Rank
 from linkbench.worker.stop import STOP_SIGNALS, record_failure, stop_on_sigterm
 from linkbench.worker.train import train
 

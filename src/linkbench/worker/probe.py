@@ -27,8 +27,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from linkbench.analysis.stats import mean_interval
 from linkbench.config.plan import JobPlan
+from linkbench.parts.rank import Rank
 from linkbench.parts.strategy import DataParallel
-from linkbench.worker.rank import Rank
 from linkbench.worker.stepper import Stepper
 from linkbench.worker.timing import WindowTimer
 

@@ -18,10 +18,10 @@ import torch.distributed as dist
 from torch._C._profiler import _ExperimentalConfig
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from linkbench.analysis.trace import trace_path
 from linkbench.config.plan import JobPlan
 from linkbench.config.schema import ProfileName
-from linkbench.worker.rank import Rank
+from linkbench.files import trace_path
+from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
 
 WARMUP_STEPS = 1  # the profiler's own start-up, not recorded

@@ -31,13 +31,13 @@ from linkbench.parts import precision
 from linkbench.parts.data import Batches, make_batches
 from linkbench.parts.flops import FlopRate, peak_tflops
 from linkbench.parts.models import build_model, materialize
+from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker import checkpoint, probe
 from linkbench.worker.board import Board
 from linkbench.worker.compile_cache import cache_counters, use_cache
 from linkbench.worker.counters import CounterSampler, combine
 from linkbench.worker.evaluate import evaluate
 from linkbench.worker.profiling import record_trace
-from linkbench.worker.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker.stepper import Stepper
 from linkbench.worker.timing import WindowTimer
 
