@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from linkbench.metrics import unit
+
 RESULT_FILE = "result.json"
 METRICS_FILE = "metrics.json"
 HARDWARE_FILE = "hardware.json"
@@ -22,11 +24,12 @@ TRACE_DIR = "traces"
 # The profiler range around each injected communication delay (debug.comm_delay_ms,
 # linkbench.parts.delay), which the trace analysis counts as communication.
 COMM_DELAY_RANGE = "linkbench:comm_delay"
-# Each task's headline metric (what run.py returns to Hydra's sweepers) and its unit.
+# Each task's headline metric (what run.py returns to Hydra's sweepers; units and the rest
+# in linkbench.metrics).
 HEADLINES = {
-    "train": ("samples_per_sec", "samples/s"),
-    "allreduce": ("busbw_gbps_peak", "GB/s"),
-    "links": ("host_to_device_gbps", "GB/s"),
+    "train": "samples_per_sec",
+    "allreduce": "busbw_gbps_peak",
+    "links": "host_to_device_gbps",
 }
 
 
@@ -63,7 +66,8 @@ def failure_file(log_dir: Path, rank: int) -> Path:
 
 def headline(result: dict[str, Any]) -> tuple[str, str]:
     """(metric, unit) of the headline of a job's result.json."""
-    return HEADLINES.get(result.get("task", "train"), HEADLINES["train"])
+    name = HEADLINES.get(result.get("task", "train"), HEADLINES["train"])
+    return name, unit(name)
 
 
 def _typed(text: str) -> Any:

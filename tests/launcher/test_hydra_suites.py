@@ -3,6 +3,8 @@ the rounds sweeper must stay a drop-in for Hydra's basic sweeper in any Hydra ap
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.test_utils.launcher_common_tests import (
@@ -22,12 +24,10 @@ def hydras_compat_version():
     """The suites are written for Hydra's compat version base (1.1: jobs change directory);
     Hydra keeps the version base in a process-wide singleton that other tests in this
     process set to 1.3."""
-    base = VersionBase.instance()
-    saved = base.getbase()
-    base.setbase(__compat_version__)
+    saved = copy.copy(VersionBase.instance())
+    VersionBase.instance().setbase(__compat_version__)
     yield
-    if saved is not None:
-        base.setbase(saved)
+    VersionBase.set_instance(saved)
 
 
 @pytest.mark.parametrize("launcher_name, overrides", [("basic", ROUNDS)])

@@ -21,11 +21,10 @@ from linkbench.analysis.stats import (
     verdict,
 )
 from linkbench.analysis.sweep import Configuration
+from linkbench.metrics import lower_is_better
 
 DEFAULT_AXIS = "interconnect"
 DEFAULT_BASELINES = {"interconnect": "pcie"}
-# Metrics for which a lower value is better; every other headline is a rate.
-LOWER_IS_BETTER = ("step_time_ms",)
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,7 @@ def compare_configurations(
     if step and base_step:
         step_ratio = ratio_interval(step, base_step, step_pairs)
         step_diff = difference_interval(step, base_step, step_pairs)
-    higher = metric not in LOWER_IS_BETTER
+    higher = not lower_is_better(metric)
     decided = verdict(ratio, margin, higher_is_better=higher)
     return Comparison(arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff)
 

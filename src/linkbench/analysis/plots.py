@@ -21,13 +21,11 @@ from matplotlib.figure import Figure
 from linkbench.analysis.compare import Comparison
 from linkbench.analysis.stats import Mean
 from linkbench.analysis.sweep import Configuration
+from linkbench.metrics import METRICS
 
 SUMMARY_RUN = "_summary"  # the sweep's own TensorBoard run, beside one run per job
-PLOTS = {
-    "samples_per_sec": ("throughput.png", "samples/s (global)"),
-    "comm_fraction": ("comm_fraction.png", "exposed communication / step"),
-    "busbw_gbps_peak": ("busbw_peak.png", "peak all_reduce busbw (GB/s)"),
-}
+# The metrics with a plot of their own: file name and axis label.
+PLOTS = {m.name: (m.plot, m.label) for m in METRICS if m.plot}
 
 
 def _errors(means: list[Mean]) -> list[list[float]]:

@@ -17,7 +17,6 @@ from typing import Any
 
 from linkbench.analysis.compare import (
     DEFAULT_AXIS,
-    LOWER_IS_BETTER,
     Comparison,
     ScalingRow,
     along_axis,
@@ -35,6 +34,7 @@ from linkbench.analysis.stats import (
 from linkbench.analysis.sweep import Configuration, group, load_sweep, swept_keys
 from linkbench.analysis.trace import STRETCH_WARNING
 from linkbench.files import RESULT_FILE
+from linkbench.metrics import METRICS, lower_is_better
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
@@ -269,11 +269,7 @@ def configuration_rows(
     rows = []
     for config in configs:
         key, _ = config.headline()
-        mean, step, comm = (
-            config.mean(key),
-            config.mean("step_time_ms"),
-            config.mean("comm_fraction"),
-        )
+        mean = config.mean(key)
         transport = config.first("transport") or {}
         found = by_arm.get(id(config))
         rows.append(
@@ -285,8 +281,7 @@ def configuration_rows(
                 key: mean and mean.mean,
                 f"{key}_low": mean and mean.low,
                 f"{key}_high": mean and mean.high,
-                "step_time_ms": step and step.mean,
-                "comm_fraction": comm and comm.mean,
+                **{m.name: _mean_of(config, m.name) for m in METRICS if m.column and m.name != key},
                 "transport": transport.get("transport"),
                 "verified": transport.get("verified"),
                 "axis": found and found.axis,
@@ -304,6 +299,11 @@ def configuration_rows(
                 scaling_efficiency_high=scaled.high,
             )
     return rows
+
+
+def _mean_of(config: Configuration, key: str) -> float | None:
+    found = config.mean(key)
+    return found.mean if found is not None else None
 
 
 def write_summary(
@@ -367,7 +367,7 @@ def compare_sweeps(sweep_a: Path, sweep_b: Path, margin: float = DEFAULT_MARGIN)
             out.append(f"| {a.label()} | {_mean(a.mean(key), unit)} | | | | missing in B |")
             continue
         ratio = ratio_interval(values_b, values_a)
-        found = verdict(ratio, margin, higher_is_better=key not in LOWER_IS_BETTER)
+        found = verdict(ratio, margin, higher_is_better=not lower_is_better(key))
         span = _span(ratio) if ratio.has_interval else f"{ratio.estimate:.3f}x"
         out.append(
             f"| {a.label()} | {statistics.fmean(values_a):,.1f} {unit} | "

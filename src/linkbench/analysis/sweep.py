@@ -14,11 +14,8 @@ from typing import Any
 
 from linkbench.analysis.stats import Mean, mean_interval
 from linkbench.files import RESULT_FILE, headline, override_values, read_json
+from linkbench.metrics import is_geometric
 
-# Metrics compared as ratios, whose means are geometric.
-RATES_AND_TIMES = frozenset(
-    {"samples_per_sec", "step_time_ms", "busbw_gbps_peak", "host_to_device_gbps", "epoch_time_s"}
-)
 # Keys whose values make runs of one configuration, not configurations of their own.
 REPEAT_KEYS = ("seed", "round")
 
@@ -73,7 +70,7 @@ class Configuration:
     def mean(self, key: str) -> Mean | None:
         """The mean over runs: geometric for rates and times, arithmetic for the rest."""
         values = self.values(key)
-        return mean_interval(values, geometric=key in RATES_AND_TIMES) if values else None
+        return mean_interval(values, geometric=is_geometric(key)) if values else None
 
     def trace_means(self) -> dict[str, float] | None:
         """The profiled steps' breakdown (:mod:`linkbench.analysis.trace`): the mean over the

@@ -20,23 +20,13 @@ from torch.utils.tensorboard import SummaryWriter
 
 from linkbench.config.plan import JobPlan
 from linkbench.files import override_values
+from linkbench.metrics import METRICS
 
-# result.json metric -> final/ tag.
-FINAL_METRICS = {
-    "samples_per_sec": "final/samples_per_sec",
-    "samples_per_sec_per_device": "final/samples_per_sec_per_device",
-    "step_time_ms": "final/step_time_ms",
-    "mfu": "final/mfu",
-    "comm_exposed_ms": "final/comm_exposed_ms",
-    "comm_fraction": "final/comm_fraction",
-    "busbw_gbps_peak": "final/busbw_gbps_peak",
-    "final_loss": "final/loss",
-    "eval_loss": "final/eval_loss",
-    "eval_accuracy": "final/eval_accuracy",
-}
+# result.json metric -> final/ tag (also an HParams metric column).
+FINAL_METRICS = {m.name: m.tag for m in METRICS if m.tag}
 # How an override spells "no value" (YAML's null).
 NULLS = ("null", "None", "~")
-REPEAT_METRICS = ("samples_per_sec", "step_time_ms", "busbw_gbps_peak")
+REPEAT_METRICS = tuple(m.name for m in METRICS if m.per_repeat)
 CUSTOM_SCALARS = {
     "throughput": {
         "samples/s (global)": ["Multiline", ["perf/samples_per_sec$"]],
