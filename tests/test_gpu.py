@@ -211,9 +211,13 @@ def test_a_traced_resnet50_job_has_kernels_an_overlap_figure_and_counters(tmp_pa
     assert witness["witnessed"] is None  # one GPU: no traffic between GPUs to witness
 
 
-# A GPU-bound step (the host runs ahead of the device).
-GPU_BOUND = ["model=resnet18", "precision=bf16", "data.image_size=64", "batch=256",
-             "steps=40", "untimed_steps=10", "log_every=10", "eval.enabled=false"]  # fmt: skip
+# A GPU-bound step: the host runs ahead of the device, so every ms the device spends shows in
+# the step. On an H200 resnet18 at 64 px with data=fake is host-bound (2.9 ms of kernels in a
+# 14 ms step): a delay there fills idle device time, which the trace counts as exposed and
+# the step never shows. At 224 px on synthetic data (made on the device) the kernels fill it.
+GPU_BOUND = ["model=resnet18", "precision=bf16", "data=synthetic", "data.image_size=224",
+             "batch=256", "steps=40", "untimed_steps=10", "log_every=10",
+             "eval.enabled=false"]  # fmt: skip
 
 
 @pytest.mark.gpu_timing
@@ -257,9 +261,10 @@ def test_comm_delay_is_found_by_the_probe_and_the_trace(tmp_path):
     injected = metrics["comm_delay_injected_ms"]
     assert metrics["comm_delay_buckets"] >= 1
     probe, traced = metrics["comm_exposed_ms"], trace["exposed_comm_ms"]
-    assert 0 < probe <= injected * 1.05, metrics
+    assert 0 < probe <= injected * 1.05, (metrics, trace)
     assert 0 < traced <= injected * 1.05, trace
     assert trace["comm_ms"] == pytest.approx(injected, rel=0.1)  # every delay kernel, found
-    assert probe == pytest.approx(traced, rel=0.2), (probe, traced)
+    assert probe == pytest.approx(traced, rel=0.2), (metrics, trace)
     assert metrics["comm_exposed_ms_low"] > 0  # well above the probe's noise
-    assert trace["untraced_step_ms"] == metrics["step_time_ms"] and trace["stretch"] > 0
+    assert trace["untraced_step_ms"] == metrics["step_time_ms"]
+    assert 0 < trace["stretch"] < 1.5, trace  # GPU-bound: the profiler's host cost mostly hidden
