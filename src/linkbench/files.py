@@ -21,6 +21,15 @@ HARDWARE_FILE = "hardware.json"
 MANIFEST_FILE = "manifest.json"
 RERUN_FILE = "rerun.yaml"
 TRACE_DIR = "traces"
+LOG_DIR = "logs"  # a job's logs: each rank's stdout, stderr and NCCL log
+CHECKPOINT_FILE = "checkpoint.pt"
+CHECKPOINT_INFO_FILE = "checkpoint.json"
+COLLECTIVES_CSV = "collectives.csv"  # task=allreduce: one row per collective and size
+LINKS_CSV = "links.csv"  # task=links: one row per copy
+SUMMARY_CSV = "summary.csv"  # a sweep's: one row per configuration
+SUMMARY_MD = "summary.md"
+NCCL_LOGS = "nccl.rank*.log"
+RANK_LOGS = "rank*.std*.log"
 # The profiler range around each injected communication delay (debug.comm_delay_ms,
 # linkbench.parts.delay), which the trace analysis counts as communication.
 COMM_DELAY_RANGE = "linkbench:comm_delay"
@@ -57,6 +66,21 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
 def trace_path(job_dir: str | os.PathLike, rank: int) -> Path:
     """Where rank ``rank`` of a job writes its trace."""
     return Path(job_dir) / TRACE_DIR / f"rank{rank}.json.gz"
+
+
+def nccl_log(log_dir: Path, rank: int) -> Path:
+    """Where rank ``rank``'s NCCL writes its log (``NCCL_DEBUG_FILE``)."""
+    return log_dir / f"nccl.rank{rank}.log"
+
+
+def rank_log(log_dir: Path, rank: int, stream: str) -> Path:
+    """Rank ``rank``'s ``stdout`` or ``stderr``, as the launcher redirects them."""
+    return log_dir / f"rank{rank}.{stream}.log"
+
+
+def rank_error_file(log_dir: Path, rank: int) -> Path:
+    """Where torch's elastic agent records rank ``rank``'s uncaught error."""
+    return log_dir / f"rank{rank}.error.json"
 
 
 def failure_file(log_dir: Path, rank: int) -> Path:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from linkbench.analysis.measured_link import MeasuredLink, messages_of
-from linkbench.files import read_json
+from linkbench.files import RESULT_FILE, read_json
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--gpus={args.gpus} must be positive integers, e.g. --gpus 8,64,512", file=sys.stderr
         )
         return 2
-    result_file = args.job_dir / "result.json"
+    result_file = args.job_dir / RESULT_FILE
     if not result_file.is_file():
         print(f"{result_file} does not exist: pass a job's output directory", file=sys.stderr)
         return 2
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     measured = curve = None
     if args.links is not None:
         try:
-            curve = MeasuredLink.from_result(read_json(args.links / "result.json") or {},
+            curve = MeasuredLink.from_result(read_json(args.links / RESULT_FILE) or {},
                                              str(args.links))  # fmt: skip
         except ValueError as error:
             print(str(error), file=sys.stderr)

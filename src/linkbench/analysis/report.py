@@ -33,11 +33,9 @@ from linkbench.analysis.stats import (
 )
 from linkbench.analysis.sweep import Configuration, group, load_sweep, swept_keys
 from linkbench.analysis.trace import STRETCH_WARNING
-from linkbench.files import RESULT_FILE
+from linkbench.files import RESULT_FILE, SUMMARY_CSV, SUMMARY_MD
 from linkbench.metrics import METRICS, lower_is_better
 
-SUMMARY_CSV = "summary.csv"
-SUMMARY_MD = "summary.md"
 DEFAULT_TOLERANCE = 0.01  # held-out accuracy "stays" within one point of the smallest batch's
 TRACE_NOTE = (
     "Milliseconds per profiled step, mean over ranks and traced jobs, from the torch.profiler "

@@ -25,6 +25,7 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBas
 from linkbench.config.data_sizes import held_out_size, train_size
 from linkbench.config.scaling import LrSchedule, scaled_lr
 from linkbench.config.schema import (
+    BackendName,
     Config,
     DataName,
     PrecisionName,
@@ -34,6 +35,7 @@ from linkbench.config.schema import (
     require,
 )
 from linkbench.errors import ConfigError
+from linkbench.files import LOG_DIR
 from linkbench.link.interconnect import EnvPlan, plan_env
 
 CPU_DEFAULT_DEVICES = 2
@@ -86,15 +88,13 @@ class Machine:
 
 @dataclass(frozen=True)
 class JobPlan:
-    """Everything a worker needs: the typed config and what was resolved from it."""
+    """Everything a worker needs: the typed config, resolved for this machine (its backend,
+    precision and devices are the ones the job runs with), and what was derived from it."""
 
     config: Config
     overrides: list[str]
     job_dir: str
-    backend: str
     device_type: str
-    nproc_per_node: int
-    precision: PrecisionName
     global_batch: int
     lr: float
     env: EnvPlan
@@ -121,20 +121,33 @@ class JobPlan:
     """With ``resume=true``: the step of the checkpoint the job continues from."""
 
     @property
+    def backend(self) -> str:
+        return str(self.config.backend.name)
+
+    @property
+    def precision(self) -> PrecisionName:
+        return self.config.precision.name
+
+    @property
+    def nproc_per_node(self) -> int:
+        """Worker processes on this node (``config.devices``, resolved)."""
+        assert self.config.devices is not None
+        return self.config.devices
+
+    @property
     def world_size(self) -> int:
         return self.nnodes * self.nproc_per_node
 
     @property
     def log_dir(self) -> Path:
         """Per-rank logs: ``<job>/logs``, or ``<job>/logs/repeat<N>`` for later repeats."""
-        logs = Path(self.job_dir) / "logs"
+        logs = Path(self.job_dir) / LOG_DIR
         return logs if self.repeat == 0 else logs / f"repeat{self.repeat}"
 
     def resolved_config(self) -> dict[str, Any]:
         """The config as plain data, with this machine's choices pinned (for rerun.yaml)."""
         plain = typed_to_plain(self.config)
-        plain.update(devices=self.nproc_per_node, resume=False, warmup_steps=None)
-        plain["backend"]["name"] = self.backend
+        plain.update(resume=False, warmup_steps=None)
         return plain
 
 
@@ -464,16 +477,20 @@ def make_plan(
     cudnn = config.cudnn_benchmark
     if cudnn is None:
         cudnn = config.steps >= CUDNN_BENCHMARK_MIN_STEPS
+    # One source of truth: the config says what the job runs with.
+    config = dataclasses.replace(
+        config,
+        backend=dataclasses.replace(config.backend, name=BackendName(backend)),
+        precision=dataclasses.replace(config.precision, name=precision),
+        devices=nproc,
+    )
     return JobPlan(
         config=config,
         overrides=list(overrides),
         job_dir=str(job_dir),
-        backend=backend,
         device_type=device_type,
-        nproc_per_node=nproc,
         nnodes=nnodes,
         in_place=machine.outside is not None,
-        precision=precision,
         global_batch=global_batch,
         lr=lr,
         env=env,

@@ -24,9 +24,10 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from linkbench.analysis.report import DEFAULT_TOLERANCE, SUMMARY_MD, write_summary
+from linkbench.analysis.report import DEFAULT_TOLERANCE, write_summary
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import load_sweep, timed_training_s
+from linkbench.files import SUMMARY_MD
 from linkbench.launcher.sweeper import sweep_rounds
 
 log = logging.getLogger("linkbench")

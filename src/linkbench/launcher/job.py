@@ -25,7 +25,16 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import TaskName
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted
-from linkbench.files import METRICS_FILE, RERUN_FILE, RESULT_FILE, headline, read_json
+from linkbench.files import (
+    METRICS_FILE,
+    NCCL_LOGS,
+    RANK_LOGS,
+    RERUN_FILE,
+    RESULT_FILE,
+    headline,
+    rank_log,
+    read_json,
+)
 from linkbench.launcher.failures import first_failure, first_recorded_failure
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
 from linkbench.launcher.progress import ProgressBar, console_is_terminal
@@ -47,7 +56,7 @@ def _failure_message(error: ChildFailedError, plan: JobPlan) -> tuple[int, str]:
     rank, reason = first_failure(
         error.failures, plan.log_dir, plan.world_size, ended_at=time.time()
     )
-    message = f"rank {rank} failed first: {reason} [log: {plan.log_dir / f'rank{rank}.stderr.log'}]"
+    message = f"rank {rank} failed first: {reason} [log: {rank_log(plan.log_dir, rank, 'stderr')}]"
     others = [r for r in sorted(error.failures) if r != rank]
     if others:
         exits = ", ".join(f"rank {r} exit code {error.failures[r].exitcode}" for r in others)
@@ -60,7 +69,7 @@ def check_transport(plan: JobPlan) -> dict[str, Any]:
     logs = plan.log_dir
     summary = None
     if plan.backend == "nccl":
-        files = sorted(logs.glob("nccl.rank*.log")) or sorted(logs.glob("rank*.std*.log"))
+        files = sorted(logs.glob(NCCL_LOGS)) or sorted(logs.glob(RANK_LOGS))
         summary = parse_files(files)
     arm = plan.config.interconnect
     expected = str(arm.expected_transport)

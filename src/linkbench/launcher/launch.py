@@ -27,6 +27,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from linkbench.config.plan import JobPlan
 from linkbench.errors import ConfigError
+from linkbench.files import rank_error_file, rank_log
 from linkbench.worker.main import worker_main
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
@@ -51,9 +52,9 @@ class JobLogsSpecs(LogsSpecs):
         self.log_dir.mkdir(parents=True, exist_ok=True)
         _keep_previous_attempt(self.log_dir)
         ranks = range(len(envs))
-        stdouts = {r: str(self.log_dir / f"rank{r}.stdout.log") for r in ranks}
-        stderrs = {r: str(self.log_dir / f"rank{r}.stderr.log") for r in ranks}
-        errors = {r: str(self.log_dir / f"rank{r}.error.json") for r in ranks}
+        stdouts = {r: str(rank_log(self.log_dir, r, "stdout")) for r in ranks}
+        stderrs = {r: str(rank_log(self.log_dir, r, "stderr")) for r in ranks}
+        errors = {r: str(rank_error_file(self.log_dir, r)) for r in ranks}
         for r in ranks:  # the previous attempt's error files were moved aside above
             envs[r]["TORCHELASTIC_ERROR_FILE"] = errors[r]
         shown = {r for r in ranks if r == self.console_rank}

@@ -21,12 +21,16 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.schema import StrategyName
-from linkbench.files import read_json, replace_atomically, write_json
+from linkbench.files import (
+    CHECKPOINT_FILE,
+    CHECKPOINT_INFO_FILE,
+    read_json,
+    replace_atomically,
+    write_json,
+)
 from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
 
-CHECKPOINT_FILE = "checkpoint.pt"
-CHECKPOINT_INFO_FILE = "checkpoint.json"
 DAMAGED_SUFFIX = ".damaged"
 
 

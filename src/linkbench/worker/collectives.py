@@ -20,13 +20,13 @@ import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
 from linkbench.config.schema import TaskConfig
+from linkbench.files import COLLECTIVES_CSV
 from linkbench.link.bandwidth import bandwidths_gbps
 from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker.board import Board
 from linkbench.worker.timing import WindowTimer
 
 log = logging.getLogger("linkbench")
-CSV_FILE = "collectives.csv"
 CSV_COLUMNS = (
     "op",
     "bytes",
@@ -122,7 +122,7 @@ def run_collectives(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, A
                 )
     if board is None:
         return {}
-    with (Path(plan.job_dir) / CSV_FILE).open("w", newline="") as handle:
+    with (Path(plan.job_dir) / COLLECTIVES_CSV).open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)

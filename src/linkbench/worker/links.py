@@ -31,11 +31,11 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
+from linkbench.files import LINKS_CSV
 from linkbench.parts.rank import Rank
 from linkbench.worker.board import Board
 
 log = logging.getLogger("linkbench")
-CSV_FILE = "links.csv"
 MIB = 1 << 20
 SLOW_PAIR_SHARE = 0.5  # a pair under this share of the pairs' median is flagged
 PAIR_KINDS = ("p2p", "staged", "p2p_bidir", "staged_bidir")
@@ -183,7 +183,7 @@ def run_links(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
     dist.barrier()
     if board is None:
         return {}
-    with (Path(plan.job_dir) / CSV_FILE).open("w", newline="") as handle:
+    with (Path(plan.job_dir) / LINKS_CSV).open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)

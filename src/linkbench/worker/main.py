@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
 from linkbench.config.schema import TaskName
-from linkbench.files import HARDWARE_FILE, write_json
+from linkbench.files import HARDWARE_FILE, nccl_log, write_json
 from linkbench.link.interconnect import apply_env, nccl_environment
 from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
 from linkbench.link.transport import nccl_debug_env
@@ -116,7 +116,7 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     apply_env(plan.env.applied)
     rank = int(os.environ["RANK"])
     if plan.backend == "nccl":
-        log_file = plan.log_dir / f"nccl.rank{rank}.log"
+        log_file = nccl_log(plan.log_dir, rank)
         apply_env(nccl_debug_env(str(log_file), dict(os.environ)))
     if plan.in_place:  # Hydra has set up this process's logging; no launcher made the logs dir
         plan.log_dir.mkdir(parents=True, exist_ok=True)
