@@ -212,9 +212,9 @@ def test_a_traced_resnet50_job_has_kernels_an_overlap_figure_and_counters(tmp_pa
 
 
 # A GPU-bound step: the host runs ahead of the device, so every ms the device spends shows in
-# the step. On an H200 resnet18 at 64 px with data=fake is host-bound (2.9 ms of kernels in an
-# 18 ms step): a delay there fills idle device time, which the trace counts as exposed and
-# the step never shows. At 224 px on synthetic data (made on the device) the kernels fill it.
+# the step. On an H200 resnet18 at 64 px is launch-bound (2.9 ms of kernels in an 18 ms step:
+# the host's kernel launches set the pace): a delay there fills idle device time, which the
+# trace counts as exposed and the step never shows. At 224 px the kernels fill the step.
 GPU_BOUND = ["model=resnet18", "precision=bf16", "data=synthetic", "data.image_size=224",
              "batch=256", "steps=40", "untimed_steps=10", "log_every=10",
              "eval.enabled=false"]  # fmt: skip

@@ -41,7 +41,9 @@ TRACE_NOTE = (
     "Milliseconds per profiled step, mean over ranks and traced jobs, from the torch.profiler "
     "traces (src/linkbench/analysis/trace.py has the definitions; overlap ratio = time "
     "computing while communicating / time communicating, as HolisticTraceAnalysis defines "
-    "it). The no_sync probe measures exposed communication another way: the two should agree. "
+    "it). The no_sync probe measures exposed communication another way: on a GPU-bound step "
+    "the two should agree; on a launch-bound one (compute far below the step) the trace also "
+    "counts communication that only filled idle device time, and reads higher. "
     "Untraced step ms is the timed steps' time without the profiler; a stretch above "
     f"{STRETCH_WARNING:.1f}x (!) means the profiler changed the step it describes."
 )
