@@ -104,8 +104,9 @@ def _typed(text: str) -> Any:
 
 
 def override_values(overrides: list[str]) -> dict[str, Any]:
-    """key -> value of a job's overrides as result.json records them (``+``/``~`` stripped;
-    hydra.*, resume and experiment left out; numbers as numbers)."""
+    """key -> value of a job's overrides, for records written before result.json kept its
+    ``settings`` (:mod:`linkbench.config.overrides` parses them now, with Hydra's parser):
+    ``+``/``~`` stripped, hydra.*, resume and experiment left out, numbers as numbers."""
     values = {}
     for override in overrides:
         key, _, value = override.partition("=")

@@ -81,3 +81,15 @@ def test_hparams_leave_unset_keys_out_so_number_columns_stay_numbers(compose_con
 
     end = session_end_pb(True).value[0].metadata.plugin_data.content
     assert plugin_data_pb2.HParamsPluginData.FromString(end).session_end_info.end_time_secs > 0
+
+
+def test_overrides_are_read_by_hydras_parser():
+    """Quoted values, ++ and deletions as Hydra reads them; numbers as numbers, the rest as YAML
+    spells it (the sweep summary groups jobs by these)."""
+    from linkbench.config.overrides import sets, settings
+
+    found = settings(["batch=32", "++lr=0.5", "data.root='a b=c'", "eval.enabled=true",
+                      "~seed", "resume=true", "hydra.run.dir=x", "model.loss=null"])  # fmt: skip
+    assert found == {"batch": 32, "lr": 0.5, "data.root": "a b=c", "eval.enabled": "true",
+                     "model.loss": "null"}  # fmt: skip
+    assert sets(["+steps=10"], "steps") and not sets(["steps_per_x=1"], "steps")

@@ -115,11 +115,19 @@ def timed_training_s(results: list[dict[str, Any]]) -> float:
     return total
 
 
+def job_settings(result: dict[str, Any]) -> dict[str, Any]:
+    """What a job's overrides set, as its record keeps it (``settings``, parsed by Hydra when
+    the job ran; records written before it existed are read from their ``overrides``)."""
+    if "settings" in result:
+        return dict(result["settings"])
+    return override_values(result.get("overrides", []))
+
+
 def swept_keys(results: list[dict[str, Any]]) -> list[str]:
     """Override keys whose values differ between the jobs, in first-seen order."""
     seen: dict[str, set] = {}
     for result in results:
-        for key, value in override_values(result.get("overrides", [])).items():
+        for key, value in job_settings(result).items():
             seen.setdefault(key, set()).add(str(value))
     return [k for k, values in seen.items() if len(values) > 1]
 
@@ -134,7 +142,7 @@ def group(results: list[dict[str, Any]], keys: list[str]) -> list[Configuration]
     configs: dict[tuple, Configuration] = {}
     settings_keys = [k for k in keys if k not in REPEAT_KEYS]
     for result in results:
-        values = override_values(result.get("overrides", []))
+        values = job_settings(result)
         settings = tuple((k, values.get(k)) for k in settings_keys)
         configs.setdefault(settings, Configuration(settings)).jobs.append(result)
     return sorted(configs.values(), key=lambda c: _order(c.settings))

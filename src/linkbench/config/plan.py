@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from linkbench.config.data_sizes import held_out_size, train_size
+from linkbench.config.overrides import sets
 from linkbench.config.scaling import LrSchedule, scaled_lr
 from linkbench.config.schema import (
     BackendName,
@@ -351,7 +352,7 @@ def _resolve_budget(
         return config, per_epoch
     budget = f"epochs={config.epochs}" if config.epochs is not None else f"samples={config.samples}"
     require(
-        not any(o.lstrip("+").startswith("steps=") for o in overrides),
+        not sets(overrides, "steps"),
         f"{budget} and steps both set the length of the run; keep one.",
     )
     global_batch = config.batch * world

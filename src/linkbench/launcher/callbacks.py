@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 from linkbench.analysis.report import DEFAULT_TOLERANCE, write_summary
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import load_sweep, timed_training_s
+from linkbench.config.overrides import key
 from linkbench.files import SUMMARY_MD
 from linkbench.launcher.sweeper import sweep_rounds
 
@@ -40,10 +41,10 @@ def sweep_dimensions(hydra_node: DictConfig) -> dict[str, int] | None:
         params = hydra_node.sweeper.get("params") or {}
         arguments = [f"{k}={v}" for k, v in params.items()] + list(hydra_node.overrides.task)
         parsed = OverridesParser.create().parse_overrides(arguments)
-        by_key = {o.get_key_element().lstrip("+~"): o for o in parsed}
+        by_key = {key(o): o for o in parsed}
         return {
-            key: len(list(o.sweep_string_iterator()))
-            for key, o in by_key.items()
+            name: len(list(o.sweep_string_iterator()))
+            for name, o in by_key.items()
             if o.is_sweep_override()
         }
     except Exception:  # another sweeper, or syntax the basic sweeper alone understands

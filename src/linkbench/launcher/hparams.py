@@ -18,8 +18,8 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary_v2
 from torch.utils.tensorboard import SummaryWriter
 
+from linkbench.config.overrides import settings
 from linkbench.config.plan import JobPlan
-from linkbench.files import override_values
 from linkbench.metrics import METRICS
 
 # result.json metric -> final/ tag (also an HParams metric column).
@@ -61,7 +61,7 @@ def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
             "ddp.gradient_as_bucket_view": c.ddp.gradient_as_bucket_view,
         }
     )
-    ordered = {**override_values(plan.overrides), **values}
+    ordered = {**settings(plan.overrides), **values}
     # A key left unset is left out (TensorBoard shows it empty), so a column of numbers
     # stays numbers instead of mixing in a string for "null".
     return {k: v for k, v in ordered.items() if v is not None and v not in NULLS}

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+from linkbench.config.overrides import key, parse
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import TaskName
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted
@@ -219,7 +220,8 @@ def run_job(cfg: DictConfig) -> float:
     job_dir = Path(hydra_cfg.runtime.output_dir)
     export_slurm_world()
     machine = Machine.current()
-    overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("resume=")]
+    task = list(hydra_cfg.overrides.task)
+    overrides = [text for text, o in zip(task, parse(task), strict=True) if key(o) != "resume"]
     if machine.outside is not None:
         check_outside_launch(hydra_cfg, dict(machine.environ))
         if machine.outside.rank != 0:

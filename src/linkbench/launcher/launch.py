@@ -25,6 +25,7 @@ from torch.distributed.elastic.multiprocessing import Std
 from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from linkbench.config.overrides import sets
 from linkbench.config.plan import JobPlan
 from linkbench.errors import ConfigError
 from linkbench.files import rank_error_file, rank_log
@@ -143,7 +144,7 @@ def check_outside_launch(hydra_cfg: Any, environ: dict[str, str]) -> None:
             "-m under torchrun would run the whole sweep in every rank; start one torchrun "
             "per job, or sweep with hydra/launcher=submitit_slurm."
         )
-    if not any(o.startswith("hydra.run.dir=") for o in hydra_cfg.overrides.hydra):
+    if not sets(list(hydra_cfg.overrides.hydra), "hydra.run.dir"):
         raise ConfigError(
             "under torchrun every rank runs run.py and needs the same output directory; "
             "add hydra.run.dir=DIR."

@@ -17,6 +17,7 @@ from typing import Any
 
 from linkbench.analysis.trace import analyse as analyse_traces
 from linkbench.analysis.trace import with_untraced
+from linkbench.config.overrides import settings
 from linkbench.config.plan import JobPlan, with_repeat
 from linkbench.files import (
     HARDWARE_FILE,
@@ -120,6 +121,7 @@ class JobRecord:
         self.fields: dict[str, Any] = {
             "status": "failed",
             "overrides": overrides,
+            "settings": settings(overrides),
             "job_dir": str(job_dir),
             "started_at": now_iso(),
         }

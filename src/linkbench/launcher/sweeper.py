@@ -19,6 +19,7 @@ from __future__ import annotations
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
+from linkbench.config.overrides import key
 from linkbench.errors import ConfigError
 
 ROUND_KEY = "round"
@@ -39,12 +40,12 @@ def sweep_rounds(config: DictConfig, arguments: list[str] | None = None) -> int:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:
         return 1
-    swept = {o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()}
+    swept = {key(o) for o in parsed if o.is_sweep_override()}
     if "repeats" in swept or ROUND_KEY in swept:
         return 1
     repeats = config.get("repeats", 1)
     for override in parsed:
-        if override.get_key_element().lstrip("+~") == "repeats":
+        if key(override) == "repeats":
             repeats = override.value()
     return max(1, int(repeats or 1))
 
