@@ -21,14 +21,20 @@ def test_every_comm_hook_trains_a_step(compose_config, tmp_path, one_rank_world,
     torch.manual_seed(0)
     model = wrap(torch.nn.Linear(8, 2), config.ddp, config.comm_hook, torch.device("cpu"), nvtx)
     before = model.module.weight.detach().clone()
+    wire = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(hook)
     for _ in range(3):  # powersgd compresses from its second step on
         loss = model(torch.randn(4, 8)).square().mean()
         loss.backward()
         with torch.no_grad():
             for p in model.parameters():
+                if wire is not None:  # the gradient went over the wire in 16 bits
+                    assert torch.equal(p.grad, p.grad.to(wire).float())
                 p -= 0.1 * p.grad
                 p.grad = None
     assert not torch.equal(before, model.module.weight)
     hook_name = model._get_ddp_logging_data().get("comm_hook", "")
+    target = config.comm_hook.hook
+    expected = target["_target_"].rsplit(".", 1)[-1] if target else ""
+    assert expected in hook_name and bool(hook_name) == bool(expected or nvtx), hook_name
     if nvtx:
         assert hook_name.startswith("nvtx(")

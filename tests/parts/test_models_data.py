@@ -57,8 +57,11 @@ def test_synthetic_data_differs_between_ranks(compose_config, tmp_path):
 def test_fake_data_shards_across_ranks(compose_config, tmp_path):
     overrides = ["data=fake", "data.size=8", "data.num_workers=0", "batch=2"]
     config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
-    stream = make_batches(config, 2, Rank(1, 1, 2, CPU)).stream
-    shapes = {tuple(next(stream)[0].shape) for _ in range(5)}  # crosses an epoch boundary
+    streams = [make_batches(config, 2, Rank(r, r, 2, CPU)).stream for r in (0, 1)]
+    # One epoch: each rank's 2 batches of 2 are its half of the 8 images, none seen twice.
+    epoch = [image for stream in streams for _ in range(2) for image in next(stream)[0]]
+    assert len({image.numpy().tobytes() for image in epoch}) == 8
+    shapes = {tuple(next(streams[1])[0].shape) for _ in range(3)}  # across the epoch boundary
     assert shapes == {(2, 3, 32, 32)}
 
 

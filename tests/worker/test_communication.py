@@ -76,10 +76,11 @@ def test_training_job_measures_exposed_communication(default_job):
     )
     assert m["ddp_backward_comm_ms"] > 0
     assert result["transport"]["transport"] == "gloo" and result["transport"]["verified"] is None
+    # What the probe measures is checked against a known injected delay below
+    # (test_an_injected_comm_delay_is_found_by_the_probe_and_the_trace); here its bounds only.
     for run in result["repeat_metrics"]:
-        assert run["comm_exposed_ms"] == pytest.approx(
-            run["synced_step_ms"] - run["compute_step_ms"]
-        )
+        assert run["compute_step_ms"] > 0
+        assert abs(run["comm_exposed_ms"]) < run["synced_step_ms"]
     events = EventAccumulator(str(job))
     events.Reload()
     assert {"perf/comm_exposed_ms", "perf/comm_fraction"} <= set(events.Tags()["scalars"])
