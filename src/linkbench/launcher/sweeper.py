@@ -9,7 +9,7 @@ sweep
 summary groups the rounds of a configuration into its runs (paired round by round when two
 configurations are compared). Hydra finds plugins only in its ``hydra_plugins`` package, so
 the class lives in ``hydra_plugins/linkbench_sweeper``; ``conf/config.yaml`` makes it the
-default (``hydra/sweeper=rounds``, registered by :func:`linkbench.config.schema.register`).
+default (``hydra/sweeper=rounds``, which the plugin module stores in Hydra's ConfigStore).
 A sweep
 that sweeps ``repeats`` itself, or asks for one repeat, runs as the basic sweeper would.
 """
