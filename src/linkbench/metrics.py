@@ -73,17 +73,17 @@ def metric(name: str) -> Metric | None:
 
 def is_geometric(name: str) -> bool:
     """Whether means of ``name`` over runs are geometric (unknown keys: arithmetic)."""
-    found = BY_NAME.get(name)
+    found = metric(name)
     return found is not None and found.geometric
 
 
 def lower_is_better(name: str) -> bool:
     """Whether a lower ``name`` is the better one (unknown keys count as rates)."""
-    found = BY_NAME.get(name)
+    found = metric(name)
     return found is not None and found.lower_is_better
 
 
 def unit(name: str) -> str:
     """``name``'s unit ("" for a number without one, or a key the table does not know)."""
-    found = BY_NAME.get(name)
+    found = metric(name)
     return found.unit if found is not None else ""

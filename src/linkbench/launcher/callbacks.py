@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -27,7 +26,7 @@ from omegaconf import DictConfig
 from linkbench.analysis.report import DEFAULT_TOLERANCE, write_summary
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import load_sweep, timed_training_s
-from linkbench.config.overrides import key
+from linkbench.config.overrides import key, parse
 from linkbench.files import SUMMARY_MD
 from linkbench.launcher.sweeper import sweep_rounds
 
@@ -40,7 +39,7 @@ def sweep_dimensions(hydra_node: DictConfig) -> dict[str, int] | None:
     try:
         params = hydra_node.sweeper.get("params") or {}
         arguments = [f"{k}={v}" for k, v in params.items()] + list(hydra_node.overrides.task)
-        parsed = OverridesParser.create().parse_overrides(arguments)
+        parsed = parse(arguments)
         by_key = {key(o): o for o in parsed}
         return {
             name: len(list(o.sweep_string_iterator()))

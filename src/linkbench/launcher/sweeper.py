@@ -16,10 +16,9 @@ that sweeps ``repeats`` itself, or asks for one repeat, runs as the basic sweepe
 
 from __future__ import annotations
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from linkbench.config.overrides import key
+from linkbench.config.overrides import key, parse
 from linkbench.errors import ConfigError
 
 ROUND_KEY = "round"
@@ -37,7 +36,7 @@ def sweep_rounds(config: DictConfig, arguments: list[str] | None = None) -> int:
     overrides = [f"{k}={v}" for k, v in params.items()]
     overrides += list(config.hydra.overrides.task if arguments is None else arguments)
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
+        parsed = parse(overrides)
     except Exception:
         return 1
     swept = {key(o) for o in parsed if o.is_sweep_override()}
