@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 
+from torch.distributed import TCPStore
+
 from ..conftest import QUICK, REPO, clean_env, load_result, run_cli
 
 
@@ -15,21 +17,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun(nnodes: int, port: int, args: list[str]) -> subprocess.Popen:
+def _torchrun(nnodes: int, port: int, args: list[str], rdzv_conf: str = "") -> subprocess.Popen:
     command = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}"]
     command += ["--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=localhost:{port}"]
+    command += [f"--rdzv-conf={rdzv_conf}"] if rdzv_conf else []
     command += ["--rdzv-id=linkbench-test", "run.py", *args]
     pipe = subprocess.PIPE
     return subprocess.Popen(command, cwd=REPO, env=clean_env(), stdout=pipe, stderr=pipe, text=True)
 
 
 def test_two_torchrun_nodes_run_one_job_and_rank_0_writes_it(tmp_path):
-    """Two torchrun agents on localhost form one world of two "nodes" (gloo)."""
-    port = _free_port()
-    nodes = [_torchrun(2, port, [*QUICK, f"hydra.run.dir={tmp_path}"]) for _ in range(2)]
+    """Two torchrun agents on localhost form one world of two "nodes" (gloo).
+
+    The rendezvous store is this test's, bound before the agents start: the run then depends
+    neither on a port picked free and released nor on which agent hosts the store and when
+    it leaves (once in CI an agent lost the store: RendezvousConnectionError)."""
+    store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
+    args = [*QUICK, f"hydra.run.dir={tmp_path}"]
+    nodes = [_torchrun(2, store.port, args, rdzv_conf="is_host=false") for _ in range(2)]
     outputs = [node.communicate(timeout=240) for node in nodes]
-    for node, (_, stderr) in zip(nodes, outputs, strict=True):
-        assert node.returncode == 0, stderr[-3000:]
+    codes = [node.returncode for node in nodes]
+    assert codes == [0, 0], "\n\n".join(stderr[-3000:] for _, stderr in outputs)
     result = load_result(tmp_path)
     assert result["status"] == "completed"
     assert (result["world_size"], result["nnodes"], result["global_batch"]) == (2, 2, 8)
