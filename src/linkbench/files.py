@@ -28,6 +28,7 @@ COLLECTIVES_CSV = "collectives.csv"  # task=allreduce: one row per collective an
 LINKS_CSV = "links.csv"  # task=links: one row per copy
 SUMMARY_CSV = "summary.csv"  # a sweep's: one row per configuration
 SUMMARY_MD = "summary.md"
+ROUNDS_FILE = "rounds.json"  # an adaptive sweep's: its design and every round's verdicts
 NCCL_LOGS = "nccl.rank*.log"
 RANK_LOGS = "rank*.std*.log"
 # The profiler range around each injected communication delay (debug.comm_delay_ms,

@@ -2,11 +2,14 @@
 interleaved rounds (:mod:`linkbench.launcher.sweeper`). Hydra accepts sweepers only from
 its ``hydra_plugins`` package, hence this module.
 
-Hydra's own ``split_arguments`` (a static method) makes the jobs; the rounds are put in
-order (every odd round reversed) when the first batch is taken. A launcher that runs the
-jobs of a batch at the same time (joblib) is refused, since rounds running together on the
-same devices measure each other; with ``hydra.sweeper.concurrent_jobs=true`` it runs, one
-round per batch, so rounds at least never overlap.
+Hydra's own ``split_arguments`` (a static method) makes the jobs; fixed rounds
+(``repeats=N``) are put in order (every odd round reversed) when the first batch is taken;
+adaptive rounds (``repeats=auto``, the default) are made one at a time, after the previous
+round's results were read (:class:`linkbench.launcher.sweeper.AdaptiveRounds`). A
+launcher that runs the jobs of a batch at the same time (joblib) is refused, since rounds
+running together on the same devices measure each other; with
+``hydra.sweeper.concurrent_jobs=true`` it runs, one round per batch, so rounds at least
+never overlap.
 
 Like Hydra's own plugins, the module stores its config (``hydra/sweeper=rounds``) when Hydra
 imports it to look for plugins, so the sweeper is there for any Hydra app, run.py or not."""
@@ -15,12 +18,24 @@ imports it to look for plugins, so the sweeper is there for any Hydra app, run.p
 # dataclasses cannot resolve string annotations.
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 
-from linkbench.launcher.sweeper import alternate_rounds, check_rounds, round_sweep, sweep_rounds
+from linkbench.analysis.sequential import DEFAULT_SPENDING, Design
+from linkbench.launcher.sweeper import (
+    AUTO,
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_MIN_ROUNDS,
+    AdaptiveRounds,
+    alternate_rounds,
+    check_adaptive,
+    check_rounds,
+    round_sweep,
+    sweep_repeats,
+)
 
 
 @dataclass
@@ -33,6 +48,14 @@ class RoundsSweeperConf:
     concurrent_jobs: bool = False
     """Let a launcher that runs a batch's jobs at the same time (joblib) run the sweep, one
     round per batch."""
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    """repeats=auto: the most rounds an undecided comparison runs."""
+    min_rounds: int = DEFAULT_MIN_ROUNDS
+    """repeats=auto: rounds every configuration runs, decided or not."""
+    budget_s: float | None = None
+    """repeats=auto: no round is started that would end the sweep later than this (seconds)."""
+    spending: str = DEFAULT_SPENDING
+    """repeats=auto: how the design spends its 5 % over the looks: obrien_fleming or pocock."""
 
 
 ConfigStore.instance().store(
@@ -44,29 +67,67 @@ class RoundsSweeper(BasicSweeper):
     """Hydra's basic sweeper, with the sweep's repeats run as interleaved rounds."""
 
     rounds = 1
+    is_adaptive = False
 
     def __init__(
         self,
         max_batch_size: int | None = None,
         params: dict[str, str] | None = None,
         concurrent_jobs: bool = False,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        min_rounds: int = DEFAULT_MIN_ROUNDS,
+        budget_s: float | None = None,
+        spending: str = DEFAULT_SPENDING,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         self.concurrent_jobs = concurrent_jobs
+        self.max_rounds, self.min_rounds = max_rounds, min_rounds
+        self.budget_s, self.spending = budget_s, spending
         self._ordered = False
+        self.adaptive: AdaptiveRounds | None = None
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None
-        self.rounds = sweep_rounds(self.config, arguments)
+        repeats = sweep_repeats(self.config, arguments)
+        self.is_adaptive = repeats == AUTO
+        if self.is_adaptive:
+            check_adaptive(self.max_rounds, self.min_rounds, self.budget_s, self.spending)
+        self.rounds = self.max_rounds if self.is_adaptive else int(repeats)
         check_rounds(self.config, self.rounds, self.concurrent_jobs)
         self._ordered = False
+        self.adaptive = None
         return super().sweep(arguments)
 
     def _parse_config(self) -> list[str]:
-        return round_sweep(self.rounds) + super()._parse_config()
+        rounds = [] if self.is_adaptive else round_sweep(self.rounds)
+        return rounds + super()._parse_config()
+
+    def is_done(self) -> bool:
+        if not self.is_adaptive:
+            return super().is_done()
+        assert self.overrides is not None and self.config is not None
+        if self.adaptive is None:  # the configurations, once each, as Hydra expanded them
+            summary = self.config.hydra.callbacks.get("sweep_summary") or {}
+            self.adaptive = AdaptiveRounds(
+                [list(j) for batch in self.overrides for j in batch],
+                Path(self.config.hydra.sweep.dir),
+                Design(self.max_rounds, self.spending),
+                self.min_rounds,
+                self.budget_s,
+                {k: summary.get(k) for k in ("axis", "baseline", "margin") if k in summary},
+            )
+            self.overrides, self.batch_index = [], 0
+        if self.batch_index < len(self.overrides):
+            return False
+        jobs = self.adaptive.next_round()
+        if not jobs:
+            return True
+        size = len(jobs) if self.concurrent_jobs else self.max_batch_size
+        self.overrides = [*self.overrides, *BasicSweeper.split_overrides_to_chunks(jobs, size)]
+        return False
 
     def get_job_batch(self) -> Sequence[Sequence[str]]:
-        if not self._ordered:
+        if not self._ordered and not self.is_adaptive:
             assert self.overrides is not None
             jobs = alternate_rounds([list(j) for b in self.overrides for j in b], self.rounds)
             size = len(jobs) // self.rounds if self.concurrent_jobs else self.max_batch_size

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from linkbench.analysis.sequential import Design
 from linkbench.analysis.stats import (
     DEFAULT_MARGIN,
     Interval,
@@ -20,7 +21,7 @@ from linkbench.analysis.stats import (
     runs_to_decide,
     verdict,
 )
-from linkbench.analysis.sweep import Configuration
+from linkbench.analysis.sweep import Configuration, group, swept_keys
 from linkbench.metrics import lower_is_better
 
 DEFAULT_AXIS = "interconnect"
@@ -57,7 +58,11 @@ class Comparison:
         return ", ".join(f"{k}={v}" for k, v in self.arm.settings if k != self.axis)
 
     def runs_to_decide(self) -> int | None:
-        return runs_to_decide(self.ratio, self.margin) if self.verdict == "inconclusive" else None
+        """About how many runs would decide a comparison of fixed rounds; None once decided,
+        and in adaptive sweeps, whose rounds go on while it is undecided."""
+        if self.verdict != "inconclusive" or self.ratio.method == "sequential":
+            return None
+        return runs_to_decide(self.ratio, self.margin)
 
 
 def _pairs(arm: Configuration, base: Configuration, key: str) -> list[tuple[float, float]]:
@@ -67,20 +72,25 @@ def _pairs(arm: Configuration, base: Configuration, key: str) -> list[tuple[floa
 
 
 def compare_configurations(
-    arm: Configuration, base: Configuration, axis: str, margin: float = DEFAULT_MARGIN
+    arm: Configuration,
+    base: Configuration,
+    axis: str,
+    margin: float = DEFAULT_MARGIN,
+    design: Design | None = None,
 ) -> Comparison | None:
-    """``arm`` against ``base`` on the headline metric and the step time; None without runs."""
+    """``arm`` against ``base`` on the headline metric and the step time; None without runs.
+    An adaptive sweep's ``design`` makes the paired intervals its repeated ones."""
     metric, unit = arm.headline()
     values, base_values = arm.values(metric), base.values(metric)
     if not values or not base_values or min(values + base_values) <= 0:
         return None
-    ratio = ratio_interval(values, base_values, _pairs(arm, base, metric))
+    ratio = ratio_interval(values, base_values, _pairs(arm, base, metric), design=design)
     step, base_step = arm.values("step_time_ms"), base.values("step_time_ms")
     step_pairs = _pairs(arm, base, "step_time_ms")
     step_ratio = step_diff = None
     if step and base_step:
-        step_ratio = ratio_interval(step, base_step, step_pairs)
-        step_diff = difference_interval(step, base_step, step_pairs)
+        step_ratio = ratio_interval(step, base_step, step_pairs, design=design)
+        step_diff = difference_interval(step, base_step, step_pairs, design=design)
     higher = not lower_is_better(metric)
     decided = verdict(ratio, margin, higher_is_better=higher)
     return Comparison(arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff)
@@ -96,7 +106,11 @@ def default_baseline(configs: list[Configuration], axis: str) -> Any:
 
 
 def along_axis(
-    configs: list[Configuration], axis: str, baseline: Any, margin: float = DEFAULT_MARGIN
+    configs: list[Configuration],
+    axis: str,
+    baseline: Any,
+    margin: float = DEFAULT_MARGIN,
+    design: Design | None = None,
 ) -> list[Comparison]:
     """Every configuration against its baseline along ``axis`` at equal other settings."""
     comparisons = []
@@ -108,9 +122,43 @@ def along_axis(
         base = next(
             (c for c in configs if {k: str(v) for k, v in c.settings} == _text(wanted)), None
         )
-        if base is not None and (found := compare_configurations(config, base, axis, margin)):
+        if base is not None and (
+            found := compare_configurations(config, base, axis, margin, design)
+        ):
             comparisons.append(found)
     return comparisons
+
+
+@dataclass(frozen=True)
+class SweepComparisons:
+    """A sweep's configurations and its comparisons along one axis (none without an axis)."""
+
+    keys: list[str]
+    """The swept keys."""
+    configs: list[Configuration]
+    comparisons: list[Comparison]
+
+
+def sweep_comparisons(
+    results: list[dict[str, Any]],
+    axis: str | None = None,
+    baseline: Any = None,
+    margin: float = DEFAULT_MARGIN,
+    design: Design | None = None,
+) -> SweepComparisons:
+    """The sweep's configurations, and every comparison along ``axis`` (default
+    ``interconnect`` when it is swept) against ``baseline`` (default: pcie for the
+    interconnect, else the axis's first value): what the summary and adaptive rounds read."""
+    keys = swept_keys(results)
+    configs = group(results, keys)
+    if axis is None and DEFAULT_AXIS in keys:
+        axis = DEFAULT_AXIS
+    comparisons: list[Comparison] = []
+    if axis is not None and axis in keys:
+        if baseline is None:
+            baseline = default_baseline(configs, axis)
+        comparisons = along_axis(configs, axis, baseline, margin, design)
+    return SweepComparisons(keys, configs, comparisons)
 
 
 def _text(settings: dict[str, Any]) -> dict[str, str]:

@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from linkbench.analysis.compare import (
-    DEFAULT_AXIS,
     Comparison,
     ScalingRow,
-    along_axis,
-    default_baseline,
     scaling_rows,
+    sweep_comparisons,
 )
+from linkbench.analysis.sequential import Design, sweep_design
 from linkbench.analysis.stats import (
     CONFIDENCE,
     DEFAULT_MARGIN,
@@ -33,7 +32,7 @@ from linkbench.analysis.stats import (
 )
 from linkbench.analysis.sweep import Configuration, group, load_sweep, swept_keys
 from linkbench.analysis.trace import STRETCH_WARNING
-from linkbench.files import RESULT_FILE, SUMMARY_CSV, SUMMARY_MD
+from linkbench.files import RESULT_FILE, ROUNDS_FILE, SUMMARY_CSV, SUMMARY_MD, read_json
 from linkbench.metrics import METRICS, lower_is_better
 
 DEFAULT_TOLERANCE = 0.01  # held-out accuracy "stays" within one point of the smallest batch's
@@ -59,6 +58,16 @@ METHOD = (
     "(src/linkbench/analysis/stats.py). faster/slower: the interval excludes 1 and the "
     "estimate lies outside ±{margin:.0%}; equal: the whole interval lies inside ±{margin:.0%}; "
     "inconclusive: neither."
+)
+ADAPTIVE_METHOD = (
+    "Adaptive rounds (repeats=auto): the sweep looked at every comparison after each round "
+    "and stopped running a comparison's jobs once it was decided. Looking after every round "
+    "and stopping on the first interval that excludes 1 would make false verdicts likelier, "
+    "so each paired interval (sequential) is one of the {design}: all looks together cover "
+    "the true ratio with 95 % probability, so the verdict where the sweep stopped keeps "
+    "that. faster/slower: the interval excludes 1 and the estimate lies outside "
+    "±{margin:.0%}; equal: the whole interval lies inside ±{margin:.0%}; inconclusive: "
+    "neither, when max_rounds or budget_s ran out first."
 )
 
 
@@ -98,6 +107,8 @@ def verdict_line(c: Comparison) -> str:
         line += f" (within ±{c.margin:.0%})"
     if (needed := c.runs_to_decide()) is not None:
         line += f"; about {needed} runs per arm would decide it"
+    elif c.verdict == "inconclusive" and c.ratio.method == "sequential":
+        line += " (undecided when the rounds ran out; raise hydra.sweeper.max_rounds)"
     if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:
         d = c.step_time_diff_ms
         line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
@@ -133,10 +144,13 @@ def markdown(
     scaling: list[ScalingRow],
     margin: float,
     tolerance: float = DEFAULT_TOLERANCE,
+    design: Design | None = None,
 ) -> str:
     jobs = [j for c in configs for j in c.jobs]
     done = sum(j.get("status") == "completed" for j in jobs)
     out = [f"# Sweep summary: {sweep_dir}", "", f"{len(jobs)} jobs, {done} completed.", ""]
+    if design is not None:
+        out += [_rounds_line(sweep_dir, design), ""]
     if comparisons:
         axis = comparisons[0].axis
         out += [f"## Verdicts: {axis} against {axis}={comparisons[0].baseline}", ""]
@@ -147,7 +161,10 @@ def markdown(
                 "",
             ]
         out += [verdict_line(c) for c in comparisons]
-        out += ["", METHOD.format(confidence=CONFIDENCE, margin=margin), ""]
+        method = METHOD.format(confidence=CONFIDENCE, margin=margin)
+        if design is not None:
+            method = ADAPTIVE_METHOD.format(design=design.describe(), margin=margin)
+        out += ["", method, ""]
     if scaling:
         out += ["## Scaling with devices", "", SCALING_NOTE, "", *_scaling_table(scaling), ""]
     if convergence := _convergence(configs, tolerance):
@@ -160,6 +177,17 @@ def markdown(
         out.append(f"- {config.label()}: {_mean(config.mean(key), unit)}")
     out += ["", "## Jobs", "", *_jobs_table(configs)]
     return "\n".join(out) + "\n"
+
+
+def _rounds_line(sweep_dir: Path, design: Design) -> str:
+    """How an adaptive sweep ended: its rounds and why it stopped."""
+    record = read_json(sweep_dir / ROUNDS_FILE) or {}
+    rounds = record.get("rounds") or []
+    stopped = record.get("stopped") or "still running, or stopped from outside"
+    return (
+        f"Adaptive rounds: {len(rounds)} round(s) of at most {design.max_rounds}; "
+        f"stopped: {stopped}."
+    )
 
 
 def _trace_table(configs: list[Configuration]) -> list[str]:
@@ -322,15 +350,9 @@ def write_summary(
     results = load_sweep(sweep_dir)
     if not results:
         return None
-    keys = swept_keys(results)
-    configs = group(results, keys)
-    if axis is None and DEFAULT_AXIS in keys:
-        axis = DEFAULT_AXIS
-    comparisons: list[Comparison] = []
-    if axis is not None and axis in keys:
-        if baseline is None:
-            baseline = default_baseline(configs, axis)
-        comparisons = along_axis(configs, axis, baseline, margin)
+    design = sweep_design(sweep_dir)
+    found = sweep_comparisons(results, axis, baseline, margin, design)
+    keys, configs, comparisons = found.keys, found.configs, found.comparisons
     scaling = scaling_rows(configs) if "devices" in keys else []
     rows = configuration_rows(keys, configs, comparisons, scaling)
     columns = list(dict.fromkeys(c for row in rows for c in row))
@@ -338,7 +360,7 @@ def write_summary(
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    text = markdown(sweep_dir, configs, comparisons, scaling, margin, tolerance)
+    text = markdown(sweep_dir, configs, comparisons, scaling, margin, tolerance, design)
     (sweep_dir / SUMMARY_MD).write_text(text)
     from linkbench.analysis.plots import plot_sweep
 

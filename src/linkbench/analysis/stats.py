@@ -19,6 +19,11 @@ R. Jain, "The Art of Computer Systems Performance Analysis" (Wiley, 1991), ch. 1
 Kalibera and R. Jones, "Rigorous Benchmarking in Reasonable Time" (ISMM 2013) argue for
 intervals over runs rather than over iterations inside a run.
 
+In an adaptive sweep (``repeats=auto``), which looks at its verdicts after every round and
+stops when they are decided, the paired interval is a repeated confidence interval of a
+group-sequential design instead (:mod:`linkbench.analysis.sequential`), wide enough that
+looking after every round keeps the 95 %.
+
 The verdict adds a practical margin (2 % by default): ``faster`` or ``slower`` when the
 interval excludes 1 and the estimate lies outside ±margin; ``equal`` when the whole interval
 lies inside ±margin; ``inconclusive`` otherwise, with about how many runs per arm would
@@ -33,6 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scipy import stats as scipy_stats
+
+from linkbench.analysis.sequential import Design
 
 CONFIDENCE = 0.95
 DEFAULT_MARGIN = 0.02
@@ -50,7 +57,8 @@ class Interval:
     runs: tuple[int, int]
     """Runs of the arm and of the baseline."""
     method: str
-    """"paired" (rounds of one sweep), "welch", or "none" (too few runs for an interval)."""
+    """"paired" (rounds of one sweep), "sequential" (paired, the repeated interval of an
+    adaptive sweep), "welch", or "none" (too few runs for an interval)."""
     sd: float | None
     """Standard deviation of one run's value (of one round's difference, when paired), on
     the scale the interval was computed on (the log scale for ratios)."""
@@ -101,15 +109,19 @@ def difference_interval(
     baseline: Sequence[float],
     pairs: Sequence[tuple[float, float]] = (),
     confidence: float = CONFIDENCE,
+    design: Design | None = None,
 ) -> Interval:
     """mean(arm) - mean(baseline) with its interval: paired t over ``pairs`` (values of the
-    same round) when there are two or more, else Welch's t."""
+    same round) when there are two or more, else Welch's t. Under an adaptive sweep's
+    ``design``, the paired interval is its repeated confidence interval."""
     runs = (len(arm), len(baseline))
     if len(pairs) >= 2:
         diffs = [a - b for a, b in pairs]
         sd = statistics.stdev(diffs)
-        half = _t(len(diffs) - 1, confidence) * sd / math.sqrt(len(diffs))
-        return _interval(statistics.fmean(diffs), half, runs, "paired", sd)
+        n = len(diffs)
+        bound = design.t_bound(n) if design is not None else _t(n - 1, confidence)
+        method = "paired" if design is None else "sequential"
+        return _interval(statistics.fmean(diffs), bound * sd / math.sqrt(n), runs, method, sd)
     mean = statistics.fmean(arm) - statistics.fmean(baseline)
     var_a = statistics.variance(arm) if len(arm) > 1 else None
     var_b = statistics.variance(baseline) if len(baseline) > 1 else None
@@ -138,15 +150,15 @@ def ratio_interval(
     baseline: Sequence[float],
     pairs: Sequence[tuple[float, float]] = (),
     confidence: float = CONFIDENCE,
+    design: Design | None = None,
 ) -> Interval:
     """The ratio of geometric means, the difference of mean log values exponentiated (values
     must be positive: throughputs, times)."""
     if min([*arm, *baseline]) <= 0:
         raise ValueError("ratios need positive values")
     log_pairs = [(math.log(a), math.log(b)) for a, b in pairs]
-    d = difference_interval(
-        [math.log(v) for v in arm], [math.log(v) for v in baseline], log_pairs, confidence
-    )
+    logs = [math.log(v) for v in arm], [math.log(v) for v in baseline]
+    d = difference_interval(*logs, log_pairs, confidence, design)
     return Interval(math.exp(d.estimate), math.exp(d.low), math.exp(d.high), d.runs, d.method, d.sd)
 
 
@@ -174,7 +186,7 @@ def runs_to_decide(ratio: Ratio, margin: float = DEFAULT_MARGIN) -> int | None:
     band = math.log(1 + margin)
     # Half-width needed: inside the band, to show "equal"; outside, to exclude 1.
     needed = band - distance if distance < band else distance
-    spread = ratio.sd * (1 if ratio.method == "paired" else math.sqrt(2))
+    spread = ratio.sd * (1 if ratio.method in ("paired", "sequential") else math.sqrt(2))
     for n in range(2, MAX_RUNS_ADVISED):
         if needed > 0 and _t(n - 1) * spread / math.sqrt(n) < needed:
             return n

@@ -566,8 +566,10 @@ class Config:
     log_every: int = 10
     seed: int = 0
     base_lr: float = MISSING
-    repeats: int = 1
-    """Times the job's measurement runs, each in a fresh world of processes; metrics are medians."""
+    repeats: int | str = "auto"
+    """Times the measurement runs, each in a fresh world of processes. In a sweep: the number
+    of interleaved rounds, or ``auto`` (adaptive rounds until every comparison is decided);
+    in a single job: runs back to back (metrics are medians), ``auto`` being one."""
     round: int | None = None
     """Set by linkbench's sweeper: this job is one round of the sweep's ``repeats`` and runs
     its measurement once."""
@@ -608,7 +610,10 @@ class Config:
             self.log_every > 0, f"log_every={self.log_every} must be positive; e.g. log_every=10."
         )
         require(self.base_lr > 0, f"base_lr={self.base_lr} must be positive.")
-        require(self.repeats >= 1, f"repeats={self.repeats} must be at least 1.")
+        require(
+            self.repeats == "auto" or (isinstance(self.repeats, int) and self.repeats >= 1),
+            f"repeats={self.repeats} must be a number of runs (1 or more) or auto.",
+        )
         require(self.round is None or self.round >= 0, f"round={self.round} must be >= 0 or null.")
         require(
             self.dist_timeout_s > 0,
@@ -630,6 +635,13 @@ class Config:
         self._check_strategy()
         self._check_speed()
 
+    @property
+    def job_runs(self) -> int:
+        """Runs of this job: one for a round of a sweep or ``repeats=auto``, else ``repeats``."""
+        if self.round is not None or not isinstance(self.repeats, int):
+            return 1
+        return self.repeats
+
     def _check_checkpoint(self) -> None:
         every = self.checkpoint.every_steps
         require(
@@ -638,7 +650,7 @@ class Config:
             f"log_every={self.log_every}, so checkpoints fall between timing windows.",
         )
         require(
-            every == 0 or self.repeats == 1,
+            every == 0 or self.job_runs == 1,
             f"checkpoint.every_steps={every} with repeats={self.repeats}: a checkpoint continues "
             "one run; set repeats=1 or checkpoint.every_steps=0.",
         )

@@ -51,11 +51,13 @@ def sweep_dimensions(hydra_node: DictConfig) -> dict[str, int] | None:
 
 
 def expected_jobs(config: DictConfig) -> int | None:
-    """How many jobs linkbench's sweeper makes of this multirun (None if unknown)."""
+    """How many jobs linkbench's sweeper makes of this multirun (None if unknown, as for
+    adaptive rounds, which decide after each round)."""
     dimensions = sweep_dimensions(config.hydra)
-    if dimensions is None:
+    rounds = sweep_rounds(config)
+    if dimensions is None or rounds is None:
         return None
-    return math.prod(dimensions.values()) * sweep_rounds(config)
+    return math.prod(dimensions.values()) * rounds
 
 
 class SweepSummary(Callback):
@@ -86,12 +88,14 @@ class SweepSummary(Callback):
         if config.hydra.mode != RunMode.MULTIRUN or os.environ.get("RANK", "0") != "0":
             return
         elapsed = time.monotonic() - self.started
-        total = "?" if self.expected is None else str(self.expected)
+        total = "" if self.expected is None else f"/{self.expected}"
         left = ""
         if self.finished and self.expected is not None:
             left = f", about {elapsed / self.finished * (self.expected - self.finished):.0f} s left"
+        elif self.expected is None and config.get("round") is not None:
+            left = f", adaptive round {config.round + 1}"
         overrides = " ".join(config.hydra.overrides.task)
-        log.info("job %d/%s (%.0f s elapsed%s): %s", self.finished + 1, total, elapsed, left,
+        log.info("job %d%s (%.0f s elapsed%s): %s", self.finished + 1, total, elapsed, left,
                  overrides)  # fmt: skip
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:

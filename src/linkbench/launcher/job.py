@@ -136,12 +136,13 @@ def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> Non
     (``time_to_first_step_s``, after Hydra composed the config) and stamped with the wall
     clock (``first_step_done_at``, seconds since the epoch) for tools timing the command."""
     c = plan.config
-    repeats = 1 if c.round is not None else c.repeats  # a round of a sweep runs once
+    repeats = c.job_runs
     for repeat in range(repeats):
         run = record.current_run()
         which = f", run {repeat + 1}/{repeats}" if repeats > 1 else ""
         if c.round is not None:
-            which = f", round {c.round + 1}/{c.repeats}"
+            of = f"/{c.repeats}" if isinstance(c.repeats, int) else " (adaptive)"
+            which = f", round {c.round + 1}{of}"
         log.info(
             "job %s: %s on %d %s worker(s), backend %s, interconnect %s%s",
             plan.job_dir, c.task.name, plan.world_size, plan.device_type, plan.backend,

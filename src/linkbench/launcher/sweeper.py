@@ -12,26 +12,49 @@ the class lives in ``hydra_plugins/linkbench_sweeper``; ``conf/config.yaml`` mak
 default (``hydra/sweeper=rounds``, which the plugin module stores in Hydra's ConfigStore).
 A sweep
 that sweeps ``repeats`` itself, or asks for one repeat, runs as the basic sweeper would.
+
+With ``repeats=auto`` (the default) the rounds are adaptive (:class:`AdaptiveRounds`): after
+each round the sweeper reads the jobs' results, computes every comparison's verdict as the
+summary does, with the repeated intervals of :mod:`linkbench.analysis.sequential`, and runs
+another round only of the jobs that undecided comparisons need, until all are decided, or
+``hydra.sweeper.max_rounds`` or ``hydra.sweeper.budget_s`` runs out. Every round's verdicts
+and the reason it stopped go to the sweep's rounds.json.
 """
 
 from __future__ import annotations
 
+import logging
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
 from omegaconf import DictConfig, OmegaConf
 
-from linkbench.config.overrides import key, parse
+from linkbench.analysis.compare import Comparison, sweep_comparisons
+from linkbench.analysis.sequential import SPENDING, Design
+from linkbench.analysis.stats import DEFAULT_MARGIN
+from linkbench.analysis.sweep import Configuration, load_sweep
+from linkbench.config.overrides import key, parse, settings
 from linkbench.errors import ConfigError
+from linkbench.files import ROUNDS_FILE, write_json
+
+log = logging.getLogger("linkbench")
 
 ROUND_KEY = "round"
+AUTO = "auto"
+DEFAULT_MAX_ROUNDS = 8
+DEFAULT_MIN_ROUNDS = 3
 
 
 # Launchers that run a batch's jobs at the same time on this host.
 CONCURRENT_LAUNCHERS = ("JoblibLauncher",)
 
 
-def sweep_rounds(config: DictConfig, arguments: list[str] | None = None) -> int:
-    """How many rounds a multirun's jobs run in: its ``repeats`` (from the config, the
-    sweeper's params or the command line, the last one winning), unless ``repeats`` is
-    swept."""
+def sweep_repeats(config: DictConfig, arguments: list[str] | None = None) -> int | str:
+    """How a multirun's jobs run in rounds: its ``repeats`` (from the config, the sweeper's
+    params or the command line, the last one winning), a number of rounds or ``auto``
+    (adaptive rounds); one round when ``repeats`` is swept."""
     params = dict(config.hydra.sweeper.get("params") or {})
     overrides = [f"{k}={v}" for k, v in params.items()]
     overrides += list(config.hydra.overrides.task if arguments is None else arguments)
@@ -46,7 +69,15 @@ def sweep_rounds(config: DictConfig, arguments: list[str] | None = None) -> int:
     for override in parsed:
         if key(override) == "repeats":
             repeats = override.value()
+    if repeats == AUTO:
+        return AUTO
     return max(1, int(repeats or 1))
+
+
+def sweep_rounds(config: DictConfig, arguments: list[str] | None = None) -> int | None:
+    """How many rounds a multirun runs: fixed ``repeats``, or None when adaptive."""
+    repeats = sweep_repeats(config, arguments)
+    return None if repeats == AUTO else int(repeats)
 
 
 def check_rounds(config: DictConfig, rounds: int, concurrent_jobs: bool) -> None:
@@ -90,3 +121,138 @@ def round_sweep(rounds: int) -> list[str]:
     """The sweep dimension put in front of a multirun's own: every configuration once per
     round (the first dimension varies slowest)."""
     return [f"{ROUND_KEY}=range({rounds})"] if rounds > 1 else []
+
+
+def check_adaptive(max_rounds: int, min_rounds: int, budget_s: float | None, spending: str) -> None:
+    """Refuse, in one sentence, adaptive-round options that cannot run."""
+    if max_rounds < 2:
+        raise ConfigError(
+            f"hydra.sweeper.max_rounds={max_rounds} leaves no round to compare with; use 2 "
+            "or more (paired intervals need two rounds), or repeats=1 for one round."
+        )
+    if not 1 <= min_rounds <= max_rounds:
+        raise ConfigError(
+            f"hydra.sweeper.min_rounds={min_rounds} must be from 1 to "
+            f"hydra.sweeper.max_rounds={max_rounds}."
+        )
+    if budget_s is not None and budget_s <= 0:
+        raise ConfigError(f"hydra.sweeper.budget_s={budget_s} must be positive seconds, or null.")
+    if spending not in SPENDING:
+        raise ConfigError(
+            f"hydra.sweeper.spending={spending} is not a spending function; choose one of "
+            f"{', '.join(SPENDING)}."
+        )
+
+
+def _name(comparison: Comparison) -> str:
+    c = comparison
+    return f"{c.axis}={c.arm_value} vs {c.baseline}" + (f" at {c.where}" if c.where else "")
+
+
+def _matches(job: list[str], config: Configuration) -> bool:
+    values = {k: str(v) for k, v in settings(job).items()}
+    return all(values.get(k) == str(v) for k, v in config.settings)
+
+
+class AdaptiveRounds:
+    """The rounds of an adaptive sweep (``repeats=auto``): which jobs each round runs, and
+    when to stop. Every configuration runs ``min_rounds`` rounds; after that only the jobs
+    of undecided comparisons, until none is left, or ``max_rounds`` or ``budget_s`` runs
+    out (a round that would overrun the budget, estimated from the jobs so far, is not
+    started)."""
+
+    def __init__(
+        self,
+        jobs: list[list[str]],
+        sweep_dir: Path,
+        design: Design,
+        min_rounds: int = DEFAULT_MIN_ROUNDS,
+        budget_s: float | None = None,
+        summary: dict[str, Any] | None = None,
+    ) -> None:
+        self.jobs, self.sweep_dir, self.design = jobs, sweep_dir, design
+        self.min_rounds, self.budget_s = min_rounds, budget_s
+        self.summary = {"axis": None, "baseline": None, "margin": DEFAULT_MARGIN, **(summary or {})}
+        self.started = time.monotonic()
+        self.rounds: list[dict[str, Any]] = []
+        self.stopped: str | None = None
+
+    def next_round(self) -> list[list[str]]:
+        """The jobs of the next round (``round=R`` first, odd rounds reversed), or [] when
+        the sweep is done; records the round that just ended."""
+        r = len(self.rounds)
+        if r == 0:
+            return self._start(list(self.jobs))
+        comparisons = self._close_round()
+        undecided = [c for c in comparisons if c.verdict == "inconclusive"]
+        if r >= self.design.max_rounds:
+            return self._stop(f"max_rounds={self.design.max_rounds} reached", undecided)
+        if r >= self.min_rounds:
+            if not comparisons:
+                return self._stop(f"min_rounds={self.min_rounds} done, nothing to compare", [])
+            if not undecided:
+                return self._stop("every comparison decided", [])
+            needed = [
+                job
+                for job in self.jobs
+                if any(_matches(job, c.arm) or _matches(job, c.base) for c in undecided)
+            ]
+        else:
+            needed = list(self.jobs)
+        estimate = self._seconds_per_job() * len(needed)
+        elapsed = time.monotonic() - self.started
+        if self.budget_s is not None and elapsed + estimate > self.budget_s:
+            return self._stop(
+                f"budget_s={self.budget_s:g} would run out in round {r + 1} "
+                f"(about {estimate:.0f} s more after {elapsed:.0f} s)",
+                undecided,
+            )
+        log.info(
+            "round %d of at most %d: %d of %d comparisons decided; round %d runs %d job(s), "
+            "about %.0f s",
+            r, self.design.max_rounds, len(comparisons) - len(undecided), len(comparisons),
+            r + 1, len(needed), estimate,
+        )  # fmt: skip
+        return self._start(needed)
+
+    def _start(self, jobs: list[list[str]]) -> list[list[str]]:
+        r = len(self.rounds)
+        ordered = jobs[::-1] if r % 2 else jobs
+        self.rounds.append({"round": r, "jobs": len(jobs), "started_s": self._elapsed()})
+        self._write()
+        return [[f"{ROUND_KEY}={r}", *job] for job in ordered]
+
+    def _close_round(self) -> list[Comparison]:
+        found = sweep_comparisons(load_sweep(self.sweep_dir), design=self.design, **self.summary)
+        verdicts = {_name(c): c.verdict for c in found.comparisons}
+        self.rounds[-1].update(ended_s=self._elapsed(), verdicts=verdicts)
+        self._write()
+        return found.comparisons
+
+    def _stop(self, reason: str, undecided: list[Comparison]) -> list[list[str]]:
+        left = f", {len(undecided)} comparison(s) undecided" if undecided else ""
+        self.stopped = reason + left
+        log.info("adaptive rounds stopped after %d round(s): %s", len(self.rounds), self.stopped)
+        self._write()
+        return []
+
+    def _seconds_per_job(self) -> float:
+        spans = [(r["ended_s"] - r["started_s"]) / r["jobs"] for r in self.rounds if "ended_s" in r]
+        return statistics.fmean(spans) if spans else 0.0
+
+    def _elapsed(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    def _write(self) -> None:
+        write_json(
+            self.sweep_dir / ROUNDS_FILE,
+            {
+                "rule": "adaptive",
+                "max_rounds": self.design.max_rounds,
+                "spending": self.design.spending,
+                "min_rounds": self.min_rounds,
+                "budget_s": self.budget_s,
+                "rounds": self.rounds,
+                "stopped": self.stopped,
+            },
+        )
