@@ -87,7 +87,8 @@ def default_job(tmp_path_factory) -> Ran:
 
 @pytest.fixture(scope="session")
 def cpu_sweep(tmp_path_factory) -> Ran:
-    """The committed cpu_smoke experiment as committed (2 x 2 configurations in 2 rounds),
+    """The committed cpu_smoke experiment as committed (2 x 2 configurations in adaptive
+    rounds, at most 3: an A/A test, so all 3),
     pcie jobs first in each round, with NCCL_P2P_DISABLE=0 and NCCL_DEBUG=WARN exported as a
     user might have them."""
     sweep = tmp_path_factory.mktemp("cpu_sweep") / "sweep"

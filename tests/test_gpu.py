@@ -62,7 +62,7 @@ def test_more_devices_than_gpus_is_refused(tmp_path):
 @pytest.mark.multi_gpu
 @needs_two
 def test_interconnect_sweep_on_two_gpus(tmp_path):
-    args = ["-m", "interconnect=nvlink,pcie,socket", "devices=2", *QUICK]
+    args = ["-m", "repeats=1", "interconnect=nvlink,pcie,socket", "devices=2", *QUICK]
     done = run_cli([*args, f"hydra.sweep.dir={tmp_path}"], timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     for job in (p for p in tmp_path.iterdir() if p.is_dir() and "interconnect=" in p.name):

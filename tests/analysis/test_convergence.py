@@ -32,7 +32,7 @@ def test_the_held_out_loss_is_the_training_loss(tmp_path):
 
 @pytest.mark.slow
 def test_an_equal_epoch_sweep_runs_the_same_samples(tmp_path):
-    args = ["-m", "data=digits", "batch=16,64", "epochs=3", "task.no_sync_steps=0",
+    args = ["-m", "repeats=1", "data=digits", "batch=16,64", "epochs=3", "task.no_sync_steps=0",
             "untimed_steps=2", "log_every=2", f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
     done = run_cli(args, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import socket
 import statistics
@@ -206,24 +207,29 @@ def read_hparams_with_tensorboard(logdir: Path) -> tuple[dict, dict]:
 def test_committed_cpu_experiment_sweeps_and_summarises_itself(cpu_sweep):
     sweep, done = cpu_sweep.path, cpu_sweep.done
     jobs = sorted(p.name for p in sweep.iterdir() if (p / "result.json").exists())
-    assert len(jobs) == 8  # 2 x 2 configurations, 2 interleaved rounds
+    assert len(jobs) == 12  # 2 x 2 configurations; A/A, so undecided up to max_rounds=3
     result = json.loads((sweep / jobs[0] / "result.json").read_text())
     assert (result["steps"], result["model"], result["backend"]) == (12, "tiny", "gloo")
     assert "# Sweep summary" in done.stdout and "no effect" in done.stdout
-    # Round 1 ran every configuration before round 2 ran any.
+    # Each round ran every configuration before the next round ran any, odd rounds reversed.
     console = (done.stdout + done.stderr).splitlines()
     order = [line.split("- job ")[1].split(":")[0] for line in console if "] - job /" in line]
-    assert [name.rsplit("round=", 1)[1] for name in order] == ["0"] * 4 + ["1"] * 4
-    assert order[4:] == [name.replace("round=0", "round=1") for name in order[:4]][::-1]
+    assert [name.rsplit("round=", 1)[1] for name in order] == ["0"] * 4 + ["1"] * 4 + ["2"] * 4
+    assert order[4:8] == [name.replace("round=0", "round=1") for name in order[:4]][::-1]
+    assert "round 1 of at most 3: 0 of 2 comparisons decided; round 2 runs 4 job(s)" in (
+        done.stdout + done.stderr
+    )
+    assert "Adaptive rounds: 3 round(s) of at most 3; stopped: max_rounds=3 reached" in done.stdout
     # An A/A test: the interconnect arms run the same gloo code.
     verdicts = [line for line in done.stdout.splitlines() if "interconnect=nvlink vs pcie" in line]
     assert len(verdicts) == 2, done.stdout
     assert all("**equal**" in v or "**inconclusive**" in v for v in verdicts), verdicts
-    assert all("2 vs 2 runs, paired" in v for v in verdicts), verdicts
+    assert all("3 vs 3 runs, sequential" in v for v in verdicts), verdicts
+    assert "group-sequential design over at most 3 rounds" in done.stdout
     for name in ("summary.csv", "summary.md", "throughput.png", "comm_fraction.png", "ratios.png"):
         assert (sweep / name).is_file(), name
     experiment, groups = read_hparams_with_tensorboard(sweep)
-    assert groups["totalSize"] == 8
+    assert groups["totalSize"] == 12
     differs = {h["name"] for h in experiment["hparamInfos"] if h["differs"]}
     assert differs == {"batch", "interconnect", "global_batch", "lr", "round"}
     metrics = {m["name"]["tag"] for m in experiment["metricInfos"]}
@@ -237,11 +243,12 @@ def test_committed_cpu_experiment_sweeps_and_summarises_itself(cpu_sweep):
 
 
 def test_a_failed_job_still_gets_its_row_and_the_summary_is_printed(tmp_path):
-    args = ["-m", "batch=4,0", "devices=1", *QUICK[:3], f"hydra.sweep.dir={tmp_path}"]
+    args = ["-m", "repeats=1", "batch=4,0", "devices=1", *QUICK[:3], f"hydra.sweep.dir={tmp_path}"]
     done = run_cli(args, timeout=300)
     assert done.returncode != 0
     assert "batch=0 must be a positive" in done.stderr
     assert "# Sweep summary" in done.stdout and "2 jobs, 1 completed" in done.stdout
+    assert re.search(r"job 1/2 \(\d+ s elapsed\): ", done.stdout + done.stderr)  # fixed: one round
     rows = list(csv.DictReader((tmp_path / "summary.csv").open()))
     assert sorted(r["status"] for r in rows) == ["completed", "failed"]
 
@@ -293,4 +300,4 @@ def test_resume_skips_completed_jobs_and_reruns_the_rest(cpu_sweep, tmp_path):
     assert (done_job / "result.json").read_text() == kept
     assert json.loads((redo_job / "result.json").read_text())["status"] == "completed"
     console = again.stdout + again.stderr
-    assert console.count("already completed; skipping") == 7
+    assert console.count("already completed; skipping") == 11

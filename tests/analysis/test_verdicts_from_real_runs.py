@@ -34,8 +34,8 @@ def test_an_injected_delay_is_found_slower_and_its_interval_covers_it(tmp_path):
 
 @pytest.mark.slow
 def test_a_device_sweep_on_cpu_prints_the_scaling_table(tmp_path):
-    args = ["-m", "devices=1,2", "steps=20", "untimed_steps=4", "log_every=4", "batch=8",
-            "task.no_sync_steps=2", f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
+    args = ["-m", "repeats=1", "devices=1,2", "steps=20", "untimed_steps=4", "log_every=4",
+            "batch=8", "task.no_sync_steps=2", f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
     done = run_cli(args, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "## Scaling with devices" in done.stdout
@@ -45,8 +45,9 @@ def test_a_device_sweep_on_cpu_prints_the_scaling_table(tmp_path):
 
 
 def test_a_traced_sweep_shows_where_the_step_goes(tmp_path):
-    args = ["-m", "interconnect=nvlink,pcie", "profile=trace", "profile.steps=2", "steps=6",
-            "untimed_steps=2", "log_every=2", "batch=4", f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
+    args = ["-m", "repeats=1", "interconnect=nvlink,pcie", "profile=trace", "profile.steps=2",
+            "steps=6", "untimed_steps=2", "log_every=2", "batch=4",
+            f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
     done = run_cli(args, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "## Where the step goes (profile=trace)" in done.stdout

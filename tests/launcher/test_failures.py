@@ -137,7 +137,7 @@ def test_stopped_job_says_so_flushes_tensorboard_and_leaves_no_process(tmp_path,
 
 def test_a_crashing_rank_fails_its_job_and_the_sweep_runs_on(tmp_path):
     crash = ["debug.crash_rank=1", "steps=8", "log_every=2", "untimed_steps=2", "batch=4"]
-    args = ["-m", "debug.crash_at_step=5,null", *crash, f"hydra.sweep.dir={tmp_path}"]
+    args = ["-m", "repeats=1", "debug.crash_at_step=5,null", *crash, f"hydra.sweep.dir={tmp_path}"]
     done = run_cli(args, timeout=240)
     assert done.returncode != 0, "a sweep with a failed job exits non-zero"
     crashed = load_result(next(tmp_path.glob("*debug.crash_at_step=5,*")))

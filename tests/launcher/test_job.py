@@ -86,7 +86,7 @@ def test_sweep_runs_each_job_in_its_own_directory_with_its_own_env(cpu_sweep):
         f"batch={batch},interconnect={arm},round={r}"
         for batch in (16, 8)
         for arm in ("nvlink", "pcie")
-        for r in (0, 1)
+        for r in (0, 1, 2)
     ]
     assert event_dirs(sweep) == set(jobs)
     hparam_names = set()
@@ -229,16 +229,25 @@ def test_a_terminal_shows_a_progress_bar_instead_of_rank_0s_lines(tmp_path):
     assert "[rank0]" not in console
 
 
-def test_a_sweep_says_job_k_of_n_and_its_wall_time(cpu_sweep):
+def test_a_sweep_says_job_k_its_round_and_its_wall_time(cpu_sweep):
     console = cpu_sweep.done.stdout + cpu_sweep.done.stderr
-    assert re.search(r"job 1/8 \(\d+ s elapsed\): ", console)
-    assert "job 8/8 (" in console and "s left)" in console
+    assert re.search(r"job 1 \(\d+ s elapsed, adaptive round 1\): ", console)
+    assert "job 12 (" in console and "adaptive round 3)" in console
+    assert re.search(r"round 2 of at most 3: .* round 3 runs 4 job\(s\), about \d+ s", console)
     assert "sweep wall time" in console and "timed training steps" in console
 
 
 @pytest.mark.slow
 def test_compile_caches_survive_between_the_jobs_of_a_sweep(tmp_path):
-    args = ["-m", "seed=0,1", "compile=true", "steps=8", "untimed_steps=4", "log_every=4"]
+    args = [
+        "-m",
+        "repeats=1",
+        "seed=0,1",
+        "compile=true",
+        "steps=8",
+        "untimed_steps=4",
+        "log_every=4",
+    ]
     args += ["task.no_sync_steps=0", "eval.enabled=false", f"hydra.sweep.dir={tmp_path}"]
     done = run_cli(args, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,0 +1,166 @@
+"""Adaptive rounds on simulated sweeps with known answers: the A/A false-verdict rate under
+optional stopping, coverage of the interval where a sweep stopped, and power, in the noise
+regimes a benchmark machine has (normal and lognormal noise at CV 1, 5 and 15 %, heavy tails,
+a drifting machine).
+
+A simulated sweep is the rule the sweeper applies: after every round, the paired repeated
+interval of :mod:`linkbench.analysis.sequential` and the verdict of
+:func:`linkbench.analysis.stats.verdict`; it stops at the first decided verdict. The sweeps
+are vectorised here (20,000 per regime), and one test checks that the vectorised interval
+is the library's own."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from linkbench.analysis.sequential import (
+    FIRST_LOOK,
+    SPENDING,
+    Design,
+    spent,
+    t_boundaries,
+)
+from linkbench.analysis.stats import DEFAULT_MARGIN, ratio_interval, verdict
+
+SWEEPS = 20_000
+MAX_ROUNDS = 8
+# A rate of exactly 5 % measured over SWEEPS simulated sweeps reads up to three binomial
+# standard errors above it by chance.
+AT_MOST_5 = 0.05 + 3 * math.sqrt(0.05 * 0.95 / SWEEPS)
+
+
+def _noise(rng: np.random.Generator, cv: float, kind: str, shape: tuple[int, int]) -> np.ndarray:
+    if kind == "normal":
+        return np.maximum(1 + cv * rng.standard_normal(shape), 1e-3)
+    sigma = math.sqrt(math.log(1 + cv * cv))
+    return np.exp(sigma * rng.standard_normal(shape) - sigma**2 / 2)
+
+
+def simulate(
+    true_ratio: float,
+    cv: float,
+    design: Design,
+    kind: str = "normal",
+    tail: float = 0.0,
+    drift: float = 0.0,
+    seed: int = 0,
+    plain: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(verdicts, rounds run, low, high) of SWEEPS simulated sweeps of one comparison.
+
+    Round r runs the arm and the baseline one after the other (the order reversed in odd
+    rounds, as the sweeper runs them); ``tail``: that share of runs takes 1.5x as long;
+    ``drift``: the machine slows linearly by that fraction from the first job to the last;
+    ``plain``: each look's plain 95 % t-interval instead of the repeated one."""
+    rng = np.random.default_rng(seed)
+    k = design.max_rounds
+    order = np.arange(2 * k).reshape(k, 2)
+    arm_slot = np.where(np.arange(k) % 2 == 0, order[:, 0], order[:, 1])
+    base_slot = np.where(np.arange(k) % 2 == 0, order[:, 1], order[:, 0])
+
+    def runs(slot: np.ndarray) -> np.ndarray:
+        x = _noise(rng, cv, kind, (SWEEPS, k))
+        x = np.where(rng.random((SWEEPS, k)) < tail, x / 1.5, x)
+        return x * (1 - drift * slot / (2 * k - 1))
+
+    log_ratios = np.log(true_ratio * runs(arm_slot)) - np.log(runs(base_slot))
+    verdicts = np.full(SWEEPS, "inconclusive", dtype=object)
+    stopped = np.full(SWEEPS, k)
+    low, high = np.full(SWEEPS, np.nan), np.full(SWEEPS, np.nan)
+    running = np.ones(SWEEPS, dtype=bool)
+    for n in range(FIRST_LOOK, k + 1):
+        seen = log_ratios[:, :n]
+        mean, sd = seen.mean(axis=1), seen.std(axis=1, ddof=1)
+        bound = float(stats.t.ppf(0.975, n - 1)) if plain else design.t_bound(n)
+        half = np.minimum(bound * sd / math.sqrt(n), 50.0)  # exp() of no overflow
+        lo, hi, est = np.exp(mean - half), np.exp(mean + half), np.exp(mean)
+        equal = (lo >= 1 - DEFAULT_MARGIN) & (hi <= 1 + DEFAULT_MARGIN)
+        outside = (est > 1 + DEFAULT_MARGIN) | (est < 1 - DEFAULT_MARGIN)
+        decided = outside & ((lo > 1) | (hi < 1))
+        now = np.where(equal, "equal", np.where(decided, np.where(est > 1, "faster", "slower"), ""))
+        low[running], high[running] = lo[running], hi[running]
+        newly = running & (now != "")
+        verdicts[newly], stopped[newly] = now[newly], n
+        running &= ~newly
+    return verdicts, stopped, low, high
+
+
+def test_the_vectorised_sweep_is_the_librarys_rule():
+    """The simulation's interval and verdict are those of ratio_interval(design=...) and
+    verdict(), so what the tests below prove holds for the sweeper's rule."""
+    design = Design(MAX_ROUNDS)
+    rng = random.Random(3)
+    for n in range(FIRST_LOOK, MAX_ROUNDS + 1):
+        pairs = [(1000 * math.exp(rng.gauss(0.05, 0.03)), 1000.0) for _ in range(n)]
+        ratio = ratio_interval([a for a, _ in pairs], [b for _, b in pairs], pairs, design=design)
+        logs = np.log([a / b for a, b in pairs])
+        half = design.t_bound(n) * logs.std(ddof=1) / math.sqrt(n)
+        assert ratio.method == "sequential"
+        assert ratio.low == pytest.approx(math.exp(logs.mean() - half))
+        assert ratio.high == pytest.approx(math.exp(logs.mean() + half))
+        assert verdict(ratio) in ("faster", "inconclusive")
+
+
+@pytest.mark.parametrize("spending", SPENDING)
+def test_the_boundaries_spend_the_error_as_designed(spending):
+    """Independent A/A sweeps (another seed than the boundaries') cross first at each look in
+    the share the spending function gives it, and at any look in 5 %."""
+    bounds = np.array(t_boundaries(MAX_ROUNDS, spending))
+    rng = np.random.default_rng(11)
+    diffs = rng.standard_normal((200_000, MAX_ROUNDS))
+    first = np.full(len(diffs), -1)
+    for i, n in enumerate(range(FIRST_LOOK, MAX_ROUNDS + 1)):
+        seen = diffs[:, :n]
+        t = np.abs(seen.mean(axis=1)) / (seen.std(axis=1, ddof=1) / math.sqrt(n))
+        first[(first < 0) & (t >= bounds[i])] = i
+    assert (first >= 0).mean() == pytest.approx(0.05, abs=0.002)
+    for i, n in enumerate(range(FIRST_LOOK, MAX_ROUNDS + 1)):
+        share = spent(n / MAX_ROUNDS, 0.05, spending)
+        share -= spent((n - 1) / MAX_ROUNDS, 0.05, spending) if n > FIRST_LOOK else 0
+        assert (first == i).mean() == pytest.approx(share, abs=0.0015), n
+
+
+A_A_REGIMES = [
+    *[(kind, cv, 0.0, 0.0) for kind in ("normal", "lognormal") for cv in (0.01, 0.05, 0.15)],
+    *[("normal", cv, 0.1, 0.0) for cv in (0.01, 0.05, 0.15)],  # 10 % of runs at 1.5x
+    *[("normal", cv, 0.0, 0.1) for cv in (0.01, 0.05, 0.15)],  # 10 % drift over the sweep
+]
+
+
+@pytest.mark.parametrize("spending", SPENDING)
+@pytest.mark.parametrize(("kind", "cv", "tail", "drift"), A_A_REGIMES)
+def test_an_a_a_sweep_that_stops_when_decided_rarely_picks_a_winner(
+    spending, kind, cv, tail, drift
+):
+    verdicts, _, _, _ = simulate(1.0, cv, Design(MAX_ROUNDS, spending), kind, tail, drift)
+    assert np.isin(verdicts, ["faster", "slower"]).mean() <= AT_MOST_5
+
+
+def test_optional_stopping_with_plain_intervals_would_pick_winners():
+    """What the repeated intervals prevent: stopping at the first plain 95 % interval that
+    excludes 1 reads faster or slower in far more than 5 % of A/A sweeps."""
+    verdicts, _, _, _ = simulate(1.0, 0.05, Design(MAX_ROUNDS), plain=True)
+    assert np.isin(verdicts, ["faster", "slower"]).mean() > 0.12
+
+
+@pytest.mark.parametrize("cv", [0.01, 0.05, 0.15])
+def test_the_interval_where_a_sweep_stopped_covers_the_true_ratio(cv):
+    _, _, low, high = simulate(1.05, cv, Design(MAX_ROUNDS), seed=5)
+    assert ((low <= 1.05) & (high >= 1.05)).mean() >= 0.93
+
+
+def test_a_real_ten_percent_difference_is_decided_within_eight_rounds():
+    verdicts, stopped, _, _ = simulate(1.10, 0.05, Design(MAX_ROUNDS), seed=9)
+    assert ((verdicts == "faster") & (stopped <= 8)).mean() >= 0.80
+    assert stopped.mean() < MAX_ROUNDS  # and, on average, before the last round
+
+
+def test_an_equal_pair_on_a_quiet_machine_is_called_equal_before_the_last_round():
+    verdicts, stopped, _, _ = simulate(1.0, 0.01, Design(MAX_ROUNDS), seed=13)
+    assert (verdicts == "equal").mean() >= 0.7
+    assert np.median(stopped[verdicts == "equal"]) < MAX_ROUNDS
