@@ -54,7 +54,8 @@ def test_torchrun_needs_one_output_directory_for_all_ranks(tmp_path):
 
 
 def test_submitit_local_multirun_with_a_task_per_rank(tmp_path):
-    args = ["-m", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2", "seed=0,1"]
+    args = ["-m", "repeats=1", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2"]
+    args += ["seed=0,1"]
     done = run_cli([*args, *QUICK, f"hydra.sweep.dir={tmp_path}"], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     results = [load_result(job.parent) for job in tmp_path.glob("*/result.json")]
