@@ -27,9 +27,11 @@ SETUP ?= $(BIN)/linkbench-installed
 # The GPU suite: tests that only need the GPU to work run GPU_WORKERS at a time (pytest-xdist);
 # those that time the GPU (marked gpu_timing) run alone after them.
 GPU_WORKERS ?= 4
+# The CPU suite runs TEST_WORKERS tests at a time (pytest-xdist); TEST_WORKERS=0: one at a time.
+TEST_WORKERS ?= 2
 
 test: $(SETUP)
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(ARGS)
 
 test-gpu: $(SETUP)
 	$(PY) -m pytest -m "(gpu or multi_gpu) and not gpu_timing" -n $(GPU_WORKERS) $(ARGS)
