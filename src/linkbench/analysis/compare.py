@@ -9,7 +9,7 @@ interval from runs and a verdict (:mod:`linkbench.analysis.stats`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from linkbench.analysis.sequential import Design
@@ -44,6 +44,10 @@ class Comparison:
     """The arm's step time over the baseline's."""
     step_time_diff_ms: Interval | None
     """The arm's step time minus the baseline's, in milliseconds."""
+    outliers: tuple[str, ...] = ()
+    """Jobs of outlier runs, of either side, on the headline metric."""
+    without_outliers: Comparison | None = None
+    """The same comparison without the rounds of those runs."""
 
     @property
     def baseline(self) -> Any:
@@ -93,7 +97,19 @@ def compare_configurations(
         step_diff = difference_interval(step, base_step, step_pairs, design=design)
     higher = not lower_is_better(metric)
     decided = verdict(ratio, margin, higher_is_better=higher)
-    return Comparison(arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff)
+    found = Comparison(arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff)
+    outliers = [r for c in (arm, base) for r in c.outliers(metric) if r.job]
+    if not outliers:
+        return found
+    # Without each outlier's round on both sides, so that the rounds left still pair.
+    rounds = {r.round for r in outliers}
+    drop = {str(r.job) for r in outliers}
+    drop |= {
+        str(j.get("job")) for c in (arm, base) for j in c.jobs if j.get("round") in rounds - {None}
+    }
+    rest = compare_configurations(arm.without(drop), base.without(drop), axis, margin, design)
+    named = tuple(sorted(str(r.job) for r in outliers))
+    return replace(found, outliers=named, without_outliers=rest)
 
 
 def default_baseline(configs: list[Configuration], axis: str) -> Any:

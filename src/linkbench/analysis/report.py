@@ -112,6 +112,13 @@ def verdict_line(c: Comparison) -> str:
     if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:
         d = c.step_time_diff_ms
         line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
+    if c.outliers:
+        line += f"; outlier run(s): {', '.join(c.outliers)}"
+        rest = c.without_outliers
+        if rest is not None and rest.ratio.has_interval:
+            line += f", without their rounds: {_span(rest.ratio)} **{rest.verdict}**"
+        else:
+            line += ", too few runs left without them for an interval"
     return line
 
 

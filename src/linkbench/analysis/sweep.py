@@ -7,8 +7,9 @@ one fresh world of processes: the unit a confidence interval is computed over.
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,12 @@ from linkbench.metrics import is_geometric
 
 # Keys whose values make runs of one configuration, not configurations of their own.
 REPEAT_KEYS = ("seed", "round")
+# An outlier run: its log value lies more than this many robust standard deviations (1.4826
+# x the median absolute deviation) from its configuration's median, with at least
+# OUTLIER_MIN_RUNS runs (the modified z-score of B. Iglewicz and D. C. Hoaglin, "How to Detect
+# and Handle Outliers", ASQC 1993, whose rule is 3.5).
+OUTLIER_Z = 3.5
+OUTLIER_MIN_RUNS = 4
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,8 @@ class Run:
 
     metrics: dict[str, Any]
     round: int | None
+    job: str | None = None
+    """The job's directory name in its sweep."""
 
 
 @dataclass
@@ -53,7 +62,7 @@ class Configuration:
         for job in self.jobs:
             if job.get("status") == "completed":
                 for metrics in job.get("repeat_metrics") or [job["metrics"]]:
-                    out.append(Run(metrics, job.get("round")))
+                    out.append(Run(metrics, job.get("round"), job.get("job")))
         return out
 
     def values(self, key: str) -> list[float]:
@@ -66,6 +75,26 @@ class Configuration:
             for r in self.runs()
             if r.round is not None and isinstance(r.metrics.get(key), (int, float))
         }
+
+    def outliers(self, key: str) -> list[Run]:
+        """Runs far from the configuration's others on the log scale (see OUTLIER_Z)."""
+        runs = [r for r in self.runs() if isinstance(r.metrics.get(key), (int, float))]
+        if len(runs) < OUTLIER_MIN_RUNS or min(r.metrics[key] for r in runs) <= 0:
+            return []
+        logs = [math.log(r.metrics[key]) for r in runs]
+        median = statistics.median(logs)
+        mad = statistics.median(abs(v - median) for v in logs)
+        if mad == 0:
+            return []
+        return [
+            r
+            for r, v in zip(runs, logs, strict=True)
+            if abs(v - median) / (1.4826 * mad) > OUTLIER_Z
+        ]
+
+    def without(self, jobs: set[str]) -> Configuration:
+        """The configuration without the named jobs (its outliers, say)."""
+        return replace(self, jobs=[j for j in self.jobs if j.get("job") not in jobs])
 
     def mean(self, key: str) -> Mean | None:
         """The mean over runs: geometric for rates and times, arithmetic for the rest."""
