@@ -12,7 +12,6 @@ from linkbench.analysis.stats import (
     Ratio,
     mean_interval,
     ratio_interval,
-    runs_to_decide,
     verdict,
 )
 
@@ -105,21 +104,11 @@ def test_one_run_each_has_no_interval_and_is_inconclusive():
     ratio = ratio_interval([1100.0], [1000.0])
     assert ratio.method == "none" and ratio.estimate == pytest.approx(1.1)
     assert verdict(ratio) == "inconclusive"
-    assert runs_to_decide(ratio) is None
 
 
 def test_one_run_on_one_side_borrows_the_other_sides_spread():
     ratio = ratio_interval([1100.0], [990.0, 1000.0, 1010.0])
     assert ratio.method == "welch" and ratio.low < 1.1 < ratio.high
-
-
-def test_runs_to_decide_grows_as_the_question_gets_harder():
-    near = Ratio(1.015, 0.97, 1.06, (3, 3), "welch", 0.02)
-    nearer = Ratio(1.019, 0.97, 1.07, (3, 3), "welch", 0.02)
-    assert verdict(near) == "inconclusive"
-    assert runs_to_decide(nearer) > runs_to_decide(near) >= 2
-    clear = Ratio(1.5, 0.9, 2.5, (2, 2), "welch", 0.3)
-    assert runs_to_decide(clear) < runs_to_decide(near)
 
 
 def test_mean_interval_is_students_on_the_scale_of_the_values():

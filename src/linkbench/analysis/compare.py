@@ -18,7 +18,6 @@ from linkbench.analysis.stats import (
     Interval,
     difference_interval,
     ratio_interval,
-    runs_to_decide,
     verdict,
 )
 from linkbench.analysis.sweep import Configuration, group, swept_keys
@@ -60,13 +59,6 @@ class Comparison:
     @property
     def where(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.arm.settings if k != self.axis)
-
-    def runs_to_decide(self) -> int | None:
-        """About how many runs would decide a comparison of fixed rounds; None once decided,
-        and in adaptive sweeps, whose rounds go on while it is undecided."""
-        if self.verdict != "inconclusive" or self.ratio.method == "sequential":
-            return None
-        return runs_to_decide(self.ratio, self.margin)
 
 
 def _pairs(arm: Configuration, base: Configuration, key: str) -> list[tuple[float, float]]:

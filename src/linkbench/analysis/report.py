@@ -105,10 +105,10 @@ def verdict_line(c: Comparison) -> str:
     )
     if c.verdict == "equal":
         line += f" (within ±{c.margin:.0%})"
-    if (needed := c.runs_to_decide()) is not None:
-        line += f"; about {needed} runs per arm would decide it"
-    elif c.verdict == "inconclusive" and c.ratio.method == "sequential":
+    if c.verdict == "inconclusive" and c.ratio.method == "sequential":
         line += " (undecided when the rounds ran out; raise hydra.sweeper.max_rounds)"
+    elif c.verdict == "inconclusive":
+        line += " (repeats=auto runs rounds until it is decided)"
     if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:
         d = c.step_time_diff_ms
         line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"

@@ -26,8 +26,10 @@ looking after every round keeps the 95 %.
 
 The verdict adds a practical margin (2 % by default): ``faster`` or ``slower`` when the
 interval excludes 1 and the estimate lies outside ±margin; ``equal`` when the whole interval
-lies inside ±margin; ``inconclusive`` otherwise, with about how many runs per arm would
-decide it. More runs narrow the interval; they never push a verdict toward "noise".
+lies inside ±margin; ``inconclusive`` otherwise. More runs narrow the interval; they never
+push a verdict toward "noise". An earlier "about N runs per arm would decide it", computed
+from the spread seen so far, decided a real 5 % difference only half the time at the N it
+advised (the spread of a few runs is itself noisy); adaptive rounds replace it.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ from linkbench.analysis.sequential import Design
 CONFIDENCE = 0.95
 DEFAULT_MARGIN = 0.02
 VERDICTS = ("faster", "slower", "equal", "inconclusive")
-MAX_RUNS_ADVISED = 1000
 
 
 @dataclass(frozen=True)
@@ -174,20 +175,3 @@ def verdict(ratio: Ratio, margin: float = DEFAULT_MARGIN, higher_is_better: bool
         up = ratio.estimate > 1
         return "faster" if up == higher_is_better else "slower"
     return "inconclusive"
-
-
-def runs_to_decide(ratio: Ratio, margin: float = DEFAULT_MARGIN) -> int | None:
-    """About how many runs per arm would decide an inconclusive comparison if the spread
-    stays as seen so far (the smallest n whose t-interval is narrow enough); None when
-    there is no spread to go by."""
-    if not ratio.has_interval or not ratio.sd:
-        return None
-    distance = abs(math.log(ratio.estimate))
-    band = math.log(1 + margin)
-    # Half-width needed: inside the band, to show "equal"; outside, to exclude 1.
-    needed = band - distance if distance < band else distance
-    spread = ratio.sd * (1 if ratio.method in ("paired", "sequential") else math.sqrt(2))
-    for n in range(2, MAX_RUNS_ADVISED):
-        if needed > 0 and _t(n - 1) * spread / math.sqrt(n) < needed:
-            return n
-    return MAX_RUNS_ADVISED
