@@ -64,7 +64,9 @@ def test_summary_states_each_verdict_with_its_interval(tmp_path):
     lines = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("- at")}
     assert "1.403x [1." in lines["- at batch=32"] and "**faster**" in lines["- at batch=32"]
     assert "**equal** (within ±2%)" in lines["- at batch=64"]
-    assert "**inconclusive**; about" in lines["- at batch=256"]
+    assert (
+        "**inconclusive** (repeats=auto runs rounds until it is decided)" in lines["- at batch=256"]
+    )
     assert "3 vs 3 runs, welch" in lines["- at batch=32"]
     geometric = statistics.geometric_mean([5000, 5100, 5200])
     assert f"interconnect=nvlink, batch=256: {geometric:,.1f} [" in text and "(3 runs)" in text
