@@ -114,7 +114,11 @@ class RoundsSweeper(BasicSweeper):
                 Design(self.max_rounds, self.spending),
                 self.min_rounds,
                 self.budget_s,
-                {k: summary.get(k) for k in ("axis", "baseline", "margin") if k in summary},
+                {
+                    k: summary.get(k)
+                    for k in ("axis", "baseline", "margin", "family")
+                    if k in summary
+                },
             )
             self.overrides, self.batch_index = [], 0
         if self.batch_index < len(self.overrides):

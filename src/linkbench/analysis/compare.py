@@ -14,6 +14,7 @@ from typing import Any
 
 from linkbench.analysis.sequential import Design
 from linkbench.analysis.stats import (
+    CONFIDENCE,
     DEFAULT_MARGIN,
     Interval,
     difference_interval,
@@ -24,6 +25,7 @@ from linkbench.analysis.sweep import Configuration, group, swept_keys
 from linkbench.metrics import lower_is_better
 
 DEFAULT_AXIS = "interconnect"
+FAMILIES = ("none", "bonferroni")
 DEFAULT_BASELINES = {"interconnect": "pcie"}
 
 
@@ -73,6 +75,7 @@ def compare_configurations(
     axis: str,
     margin: float = DEFAULT_MARGIN,
     design: Design | None = None,
+    confidence: float = CONFIDENCE,
 ) -> Comparison | None:
     """``arm`` against ``base`` on the headline metric and the step time; None without runs.
     An adaptive sweep's ``design`` makes the paired intervals its repeated ones."""
@@ -80,13 +83,13 @@ def compare_configurations(
     values, base_values = arm.values(metric), base.values(metric)
     if not values or not base_values or min(values + base_values) <= 0:
         return None
-    ratio = ratio_interval(values, base_values, _pairs(arm, base, metric), design=design)
+    ratio = ratio_interval(values, base_values, _pairs(arm, base, metric), confidence, design)
     step, base_step = arm.values("step_time_ms"), base.values("step_time_ms")
     step_pairs = _pairs(arm, base, "step_time_ms")
     step_ratio = step_diff = None
     if step and base_step:
-        step_ratio = ratio_interval(step, base_step, step_pairs, design=design)
-        step_diff = difference_interval(step, base_step, step_pairs, design=design)
+        step_ratio = ratio_interval(step, base_step, step_pairs, confidence, design)
+        step_diff = difference_interval(step, base_step, step_pairs, confidence, design)
     higher = not lower_is_better(metric)
     decided = verdict(ratio, margin, higher_is_better=higher)
     found = Comparison(arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff)
@@ -99,7 +102,9 @@ def compare_configurations(
     drop |= {
         str(j.get("job")) for c in (arm, base) for j in c.jobs if j.get("round") in rounds - {None}
     }
-    rest = compare_configurations(arm.without(drop), base.without(drop), axis, margin, design)
+    rest = compare_configurations(
+        arm.without(drop), base.without(drop), axis, margin, design, confidence
+    )
     named = tuple(sorted(str(r.job) for r in outliers))
     return replace(found, outliers=named, without_outliers=rest)
 
@@ -119,6 +124,7 @@ def along_axis(
     baseline: Any,
     margin: float = DEFAULT_MARGIN,
     design: Design | None = None,
+    confidence: float = CONFIDENCE,
 ) -> list[Comparison]:
     """Every configuration against its baseline along ``axis`` at equal other settings."""
     comparisons = []
@@ -131,7 +137,7 @@ def along_axis(
             (c for c in configs if {k: str(v) for k, v in c.settings} == _text(wanted)), None
         )
         if base is not None and (
-            found := compare_configurations(config, base, axis, margin, design)
+            found := compare_configurations(config, base, axis, margin, design, confidence)
         ):
             comparisons.append(found)
     return comparisons
@@ -145,6 +151,8 @@ class SweepComparisons:
     """The swept keys."""
     configs: list[Configuration]
     comparisons: list[Comparison]
+    confidence: float = CONFIDENCE
+    """Of each interval: 95 %, or 1 - 5 %/m for a Bonferroni family of m comparisons."""
 
 
 def sweep_comparisons(
@@ -153,10 +161,18 @@ def sweep_comparisons(
     baseline: Any = None,
     margin: float = DEFAULT_MARGIN,
     design: Design | None = None,
+    family: str = "none",
 ) -> SweepComparisons:
     """The sweep's configurations, and every comparison along ``axis`` (default
     ``interconnect`` when it is swept) against ``baseline`` (default: pcie for the
-    interconnect, else the axis's first value): what the summary and adaptive rounds read."""
+    interconnect, else the axis's first value): what the summary and adaptive rounds read.
+
+    ``family``: ``none`` gives each comparison its own 95 %; ``bonferroni`` widens each of m
+    to 1 - 5 %/m, so that all m hold together with 95 % (a false verdict anywhere in an A/A
+    sweep at most 5 %; Bonferroni rather than Holm because it gives intervals, not only
+    decisions, and it stays valid under the sequential design's optional stopping)."""
+    if family not in FAMILIES:
+        raise ValueError(f"family={family!r}: choose one of {', '.join(FAMILIES)}")
     keys = swept_keys(results)
     configs = group(results, keys)
     if axis is None and DEFAULT_AXIS in keys:
@@ -166,6 +182,10 @@ def sweep_comparisons(
         if baseline is None:
             baseline = default_baseline(configs, axis)
         comparisons = along_axis(configs, axis, baseline, margin, design)
+        if family == "bonferroni" and len(comparisons) > 1:
+            confidence = 1 - (1 - CONFIDENCE) / len(comparisons)
+            comparisons = along_axis(configs, axis, baseline, margin, design, confidence)
+            return SweepComparisons(keys, configs, comparisons, confidence)
     return SweepComparisons(keys, configs, comparisons)
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 from linkbench.analysis.compare import (
+    FAMILIES,
     Comparison,
     ScalingRow,
     scaling_rows,
@@ -51,7 +53,7 @@ SCALING_NOTE = (
     "interval from the runs' throughput ratio."
 )
 METHOD = (
-    "Each ratio is the arm's geometric mean over its baseline's, with a {confidence:.0%} "
+    "Each ratio is the arm's geometric mean over its baseline's, with a {confidence:.4g} % "
     "interval from independent runs (each a fresh world of processes): a paired t-interval on "
     "the log ratios "
     "of the rounds both ran, or Welch's t-interval on log values "
@@ -64,10 +66,20 @@ ADAPTIVE_METHOD = (
     "and stopped running a comparison's jobs once it was decided. Looking after every round "
     "and stopping on the first interval that excludes 1 would make false verdicts likelier, "
     "so each paired interval (sequential) is one of the {design}: all looks together cover "
-    "the true ratio with 95 % probability, so the verdict where the sweep stopped keeps "
-    "that. faster/slower: the interval excludes 1 and the estimate lies outside "
+    "the true ratio with that probability, so the verdict where the sweep stopped keeps "
+    "it. faster/slower: the interval excludes 1 and the estimate lies outside "
     "±{margin:.0%}; equal: the whole interval lies inside ±{margin:.0%}; inconclusive: "
     "neither, when max_rounds or budget_s ran out first."
+)
+ONE_BY_ONE = (
+    "Each comparison's 5 % error stands alone: of {m} A/A comparisons, each may read faster "
+    "or slower by chance in 5 % of sweeps; hydra.callbacks.sweep_summary.family=bonferroni "
+    "makes all {m} hold together."
+)
+BONFERRONI = (
+    "Bonferroni over the {m} comparisons (family=bonferroni): each interval at 1 - 5 %/{m} "
+    "= {confidence:.4g} %, so all {m} hold together with 95 % and an A/A sweep names a "
+    "winner anywhere in at most 5 % of sweeps."
 )
 
 
@@ -152,6 +164,7 @@ def markdown(
     margin: float,
     tolerance: float = DEFAULT_TOLERANCE,
     design: Design | None = None,
+    confidence: float = CONFIDENCE,
 ) -> str:
     jobs = [j for c in configs for j in c.jobs]
     done = sum(j.get("status") == "completed" for j in jobs)
@@ -168,9 +181,14 @@ def markdown(
                 "",
             ]
         out += [verdict_line(c) for c in comparisons]
-        method = METHOD.format(confidence=CONFIDENCE, margin=margin)
+        method = METHOD.format(confidence=100 * confidence, margin=margin)
         if design is not None:
-            method = ADAPTIVE_METHOD.format(design=design.describe(), margin=margin)
+            described = dataclasses.replace(design, alpha=1 - confidence).describe()
+            method = ADAPTIVE_METHOD.format(design=described, margin=margin)
+        m = len(comparisons)
+        if m > 1:
+            family = BONFERRONI if confidence > CONFIDENCE else ONE_BY_ONE
+            method += " " + family.format(m=m, confidence=100 * confidence)
         out += ["", method, ""]
     if scaling:
         out += ["## Scaling with devices", "", SCALING_NOTE, "", *_scaling_table(scaling), ""]
@@ -348,17 +366,19 @@ def write_summary(
     margin: float = DEFAULT_MARGIN,
     tolerance: float = DEFAULT_TOLERANCE,
     plots: bool = True,
+    family: str = "none",
 ) -> str | None:
     """Write summary.csv, summary.md and (with ``plots``) the plots into the sweep directory;
     return the markdown.
 
     ``axis`` defaults to ``interconnect`` when it is swept; ``baseline`` to ``pcie`` for
-    interconnect, else the axis's first value."""
+    interconnect, else the axis's first value; ``family``: none or bonferroni
+    (:func:`linkbench.analysis.compare.sweep_comparisons`)."""
     results = load_sweep(sweep_dir)
     if not results:
         return None
     design = sweep_design(sweep_dir)
-    found = sweep_comparisons(results, axis, baseline, margin, design)
+    found = sweep_comparisons(results, axis, baseline, margin, design, family)
     keys, configs, comparisons = found.keys, found.configs, found.comparisons
     scaling = scaling_rows(configs) if "devices" in keys else []
     rows = configuration_rows(keys, configs, comparisons, scaling)
@@ -367,7 +387,9 @@ def write_summary(
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    text = markdown(sweep_dir, configs, comparisons, scaling, margin, tolerance, design)
+    text = markdown(
+        sweep_dir, configs, comparisons, scaling, margin, tolerance, design, found.confidence
+    )
     (sweep_dir / SUMMARY_MD).write_text(text)
     from linkbench.analysis.plots import plot_sweep
 
@@ -403,7 +425,7 @@ def compare_sweeps(sweep_a: Path, sweep_b: Path, margin: float = DEFAULT_MARGIN)
             f"{statistics.fmean(values_b):,.1f} {unit} | {span} | {len(values_a)}, "
             f"{len(values_b)} | {found} |"
         )
-    out += ["", METHOD.format(confidence=CONFIDENCE, margin=margin)]
+    out += ["", METHOD.format(confidence=100 * CONFIDENCE, margin=margin)]
     return "\n".join(out) + "\n"
 
 
@@ -416,6 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--axis", default=None, help="swept key to compare along")
     parser.add_argument("--baseline", default=None, help="the axis value to compare against")
     parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="equal within ±")
+    parser.add_argument(
+        "--family", choices=FAMILIES, default="none", help="bonferroni: all verdicts hold together"
+    )
     args = parser.parse_args(argv)
     if len(args.sweeps) > 2:
         parser.error("give one sweep directory, or two to compare")
@@ -429,6 +454,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.sweeps) == 2:
         print(compare_sweeps(args.sweeps[0], args.sweeps[1], margin=args.margin))
         return 0
-    print(write_summary(args.sweeps[0], args.axis, args.baseline, args.margin))
+    print(write_summary(args.sweeps[0], args.axis, args.baseline, args.margin, family=args.family))
     print(f"written: {args.sweeps[0] / SUMMARY_CSV}, {args.sweeps[0] / SUMMARY_MD} and plots")
     return 0

@@ -85,12 +85,14 @@ def t_boundaries(max_rounds: int, spending: str, alpha: float = 0.05) -> tuple[f
     return tuple(bounds)
 
 
-def t_bound(pairs: int, max_rounds: int, spending: str = DEFAULT_SPENDING) -> float:
+def t_bound(
+    pairs: int, max_rounds: int, spending: str = DEFAULT_SPENDING, alpha: float = 0.05
+) -> float:
     """The |t| a comparison with ``pairs`` paired rounds must reach at this look; inf before
     the first look. Past ``max_rounds`` (a sweep continued), the last look's."""
     if pairs < FIRST_LOOK:
         return math.inf
-    bounds = t_boundaries(max(max_rounds, FIRST_LOOK), spending)
+    bounds = t_boundaries(max(max_rounds, FIRST_LOOK), spending, alpha)
     return bounds[min(pairs, max_rounds) - FIRST_LOOK]
 
 
@@ -101,16 +103,19 @@ class Design:
 
     max_rounds: int
     spending: str = DEFAULT_SPENDING
+    alpha: float = 0.05
+    """The error all looks together may make: 1 - the intervals' joint confidence."""
 
     def t_bound(self, pairs: int) -> float:
-        return t_bound(pairs, self.max_rounds, self.spending)
+        return t_bound(pairs, self.max_rounds, self.spending, self.alpha)
 
     def describe(self) -> str:
         name = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}[self.spending]
         return (
-            f"repeated 95 % confidence intervals of a group-sequential design over at most "
-            f"{self.max_rounds} rounds, Lan-DeMets alpha spending of {name} type, looking "
-            "after every round (src/linkbench/analysis/sequential.py)"
+            f"repeated {100 * (1 - self.alpha):.4g} % confidence intervals of a "
+            f"group-sequential design over at most {self.max_rounds} rounds, Lan-DeMets alpha "
+            f"spending of {name} type, looking after every round "
+            "(src/linkbench/analysis/sequential.py)"
         )
 
 

@@ -23,10 +23,12 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from linkbench.analysis.compare import FAMILIES
 from linkbench.analysis.report import DEFAULT_TOLERANCE, write_summary
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import load_sweep, timed_training_s
 from linkbench.config.overrides import key, parse
+from linkbench.errors import ConfigError
 from linkbench.files import SUMMARY_MD
 from linkbench.launcher.sweeper import sweep_rounds
 
@@ -69,8 +71,14 @@ class SweepSummary(Callback):
         baseline: Any = None,
         margin: float = DEFAULT_MARGIN,
         accuracy_tolerance: float = DEFAULT_TOLERANCE,
+        family: str = "none",
     ) -> None:
-        self.axis, self.baseline, self.margin = axis, baseline, margin
+        if family not in FAMILIES:
+            raise ConfigError(
+                f"hydra.callbacks.sweep_summary.family={family} is not a family adjustment; "
+                f"choose one of {', '.join(FAMILIES)}."
+            )
+        self.axis, self.baseline, self.margin, self.family = axis, baseline, margin, family
         self.tolerance = accuracy_tolerance
         self.expected: int | None = None
         self.finished = 0
@@ -115,7 +123,7 @@ class SweepSummary(Callback):
 
     def _write(self, sweep_dir: Path, plots: bool = True) -> str | None:
         return write_summary(
-            sweep_dir, self.axis, self.baseline, self.margin, self.tolerance, plots=plots
+            sweep_dir, self.axis, self.baseline, self.margin, self.tolerance, plots, self.family
         )
 
     def _print(self, sweep_dir: Path, text: str) -> None:
