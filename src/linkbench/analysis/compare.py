@@ -24,6 +24,7 @@ from linkbench.analysis.stats import (
 from linkbench.analysis.sweep import Configuration, group, swept_keys
 from linkbench.metrics import lower_is_better
 
+ACCURACY_MARGIN = 0.005  # held-out accuracy "equal" within ±0.5 points
 DEFAULT_AXIS = "interconnect"
 FAMILIES = ("none", "bonferroni")
 DEFAULT_BASELINES = {"interconnect": "pcie"}
@@ -49,6 +50,23 @@ class Comparison:
     """Jobs of outlier runs, of either side, on the headline metric."""
     without_outliers: Comparison | None = None
     """The same comparison without the rounds of those runs."""
+    accuracy: Interval | None = None
+    """The arm's held-out accuracy minus the baseline's (fractions; with eval on real data)."""
+
+    @property
+    def accuracy_verdict(self) -> str | None:
+        """ "equal" within ±ACCURACY_MARGIN, "lower" or "higher" when the interval excludes
+        0, "inconclusive" otherwise; None without held-out accuracy on both sides."""
+        a = self.accuracy
+        if a is None:
+            return None
+        if not a.has_interval:
+            return "inconclusive"
+        if a.low >= -ACCURACY_MARGIN and a.high <= ACCURACY_MARGIN:
+            return "equal"
+        if a.high < 0 or a.low > 0:
+            return "lower" if a.high < 0 else "higher"
+        return "inconclusive"
 
     @property
     def baseline(self) -> Any:
@@ -93,6 +111,13 @@ def compare_configurations(
     higher = not lower_is_better(metric)
     decided = verdict(ratio, margin, higher_is_better=higher)
     found = Comparison(arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff)
+    accuracy, base_accuracy = arm.values("eval_accuracy"), base.values("eval_accuracy")
+    if accuracy and base_accuracy and "synthetic" not in (arm.first("data"), base.first("data")):
+        pairs = _pairs(arm, base, "eval_accuracy")
+        found = replace(
+            found,
+            accuracy=difference_interval(accuracy, base_accuracy, pairs, confidence, design),
+        )
     outliers = [r for c in (arm, base) for r in c.outliers(metric) if r.job]
     if not outliers:
         return found

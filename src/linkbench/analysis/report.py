@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from linkbench.analysis.compare import (
+    ACCURACY_MARGIN,
     FAMILIES,
     Comparison,
     ScalingRow,
@@ -117,6 +118,7 @@ def verdict_line(c: Comparison) -> str:
     )
     if c.verdict == "equal":
         line += f" (within ±{c.margin:.0%})"
+    line += _accuracy(c)
     if c.verdict == "inconclusive" and c.ratio.method == "sequential":
         line += " (undecided when the rounds ran out; raise hydra.sweeper.max_rounds)"
     elif c.verdict == "inconclusive":
@@ -132,6 +134,27 @@ def verdict_line(c: Comparison) -> str:
         else:
             line += ", too few runs left without them for an interval"
     return line
+
+
+def _accuracy(c: Comparison) -> str:
+    """The held-out accuracy beside the speed verdict: a speed-up counts where it holds."""
+    a, found = c.accuracy, c.accuracy_verdict
+    if a is None or found is None:
+        return ""
+
+    def points(sign: float = 1.0) -> str:
+        low, high = sorted((sign * a.low, sign * a.high))
+        shown = f"{100 * sign * a.estimate:.1f}"
+        return (
+            shown + (f" [{100 * low:.1f}, {100 * high:.1f}]" if a.has_interval else "") + " points"
+        )
+
+    if found == "equal":
+        return f", accuracy equal within ±{100 * ACCURACY_MARGIN:.1f} points ({points()})"
+    if found in ("lower", "higher"):
+        but = "but " if (found == "lower") == (c.verdict == "faster") else ""
+        return f", {but}accuracy {found} by {points(-1.0 if found == 'lower' else 1.0)}"
+    return f", accuracy undecided ({points()} difference)"
 
 
 def _scaling_table(rows: list[ScalingRow]) -> list[str]:
