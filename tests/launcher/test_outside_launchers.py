@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
-
-from torch.distributed import TCPStore
+from subprocess import PIPE, Popen, TimeoutExpired
 
 from ..conftest import QUICK, REPO, clean_env, load_result, run_cli
 
@@ -17,25 +15,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun(nnodes: int, port: int, args: list[str], rdzv_conf: str = "") -> subprocess.Popen:
+def _torchrun(nnodes: int, port: int, args: list[str], node_rank: int | None = None) -> Popen:
+    """torchrun with c10d rendezvous, or, given ``node_rank``, static rendezvous: node 0's
+    agent hosts the store, the way multi-node jobs under a scheduler usually start."""
     command = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}"]
-    command += ["--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=localhost:{port}"]
-    command += [f"--rdzv-conf={rdzv_conf}"] if rdzv_conf else []
-    command += ["--rdzv-id=linkbench-test", "run.py", *args]
-    pipe = subprocess.PIPE
-    return subprocess.Popen(command, cwd=REPO, env=clean_env(), stdout=pipe, stderr=pipe, text=True)
+    command += ["--nproc-per-node=1"]
+    if node_rank is None:
+        command += ["--rdzv-backend=c10d", f"--rdzv-endpoint=localhost:{port}"]
+        command += ["--rdzv-id=linkbench-test"]
+    else:
+        command += [f"--node-rank={node_rank}", "--master-addr=localhost"]
+        command += [f"--master-port={port}"]
+    command += ["run.py", *args]
+    return Popen(command, cwd=REPO, env=clean_env(), stdout=PIPE, stderr=PIPE, text=True)
 
 
 def test_two_torchrun_nodes_run_one_job_and_rank_0_writes_it(tmp_path):
     """Two torchrun agents on localhost form one world of two "nodes" (gloo).
 
-    The rendezvous store is this test's, bound before the agents start: the run then depends
-    neither on a port picked free and released nor on which agent hosts the store and when
-    it leaves (once in CI an agent lost the store: RendezvousConnectionError)."""
-    store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
+    Static rendezvous (node ranks given, as under SLURM): with c10d rendezvous on one host,
+    an agent once lost the store in CI, and with the test's own store one agent once left
+    the other waiting; both stderrs are shown when anything goes wrong."""
+    port = _free_port()
     args = [*QUICK, f"hydra.run.dir={tmp_path}"]
-    nodes = [_torchrun(2, store.port, args, rdzv_conf="is_host=false") for _ in range(2)]
-    outputs = [node.communicate(timeout=240) for node in nodes]
+    nodes = [_torchrun(2, port, args, node_rank=rank) for rank in range(2)]
+    try:
+        outputs = [node.communicate(timeout=240) for node in nodes]
+    except TimeoutExpired:
+        for node in nodes:
+            node.kill()
+        outputs = [node.communicate() for node in nodes]
     codes = [node.returncode for node in nodes]
     assert codes == [0, 0], "\n\n".join(stderr[-3000:] for _, stderr in outputs)
     result = load_result(tmp_path)
