@@ -15,6 +15,8 @@ def test_a_slow_logging_step_leaves_the_step_time_unchanged(tmp_path):
         job = tmp_path / f"delay{delay:g}"
         done = run_cli([*JOB, f"debug.log_delay_ms={delay}", f"hydra.run.dir={job}"])
         assert done.returncode == 0, done.stderr[-3000:]
-        times[delay] = load_result(job)["metrics"]["step_time_ms"]
-    # Logged every step, a 60 ms write inside the windows would add 60 ms to every step.
+        times[delay] = load_result(job)["metrics"]["step_time_ms_min"]
+    # Logged every step, a 60 ms write inside the windows would add 60 ms to every window,
+    # the quickest included; the quickest window is also the one least disturbed by another
+    # test on the same 2 cores (make test runs two at a time).
     assert times[INJECTED_MS] < times[0.0] + INJECTED_MS / 4, times
