@@ -37,7 +37,7 @@ part1)
   # The README's sweep with the default job on a GPU (resnet50 bf16), 3 interleaved rounds:
   # an A/A test on one GPU (both arms are the same machine state) and the sweep's wall time.
   sweep aa interconnect=nvlink,pcie batch=32,256 repeats=3 steps=120 untimed_steps=20 log_every=20
-  # The same sweep once, as the README's used-by command runs it: wall time and first steps.
+  # The README's command as typed (adaptive rounds): time to an answer, wall time, first steps.
   sweep readme interconnect=nvlink,pcie batch=32,256 steps=120 untimed_steps=20 log_every=20
   # Logging out of the timed windows: log_every=1 against 25, 3 rounds.
   sweep logging log_every=1,25 batch=256 repeats=3 steps=60 untimed_steps=20 task.no_sync_steps=0 \
@@ -56,9 +56,9 @@ part2)
   step plain python3 benchmarks/plain_ddp.py --model resnet50 --batch 256 --precision bf16 --steps 30 \
     --warmup 10 --channels-last --out "$runs/plain_ddp.json"
   # Links, strategies, NCCL tuning on the one GPU.
-  sweep links task=links
-  sweep strategies strategy=ddp,fsdp model=gpt batch=16 steps=40 untimed_steps=10 log_every=10
-  sweep nccl nccl.proto=simple,ll128 task=allreduce task.max_bytes=268435456 task.ops=[all_reduce]
+  sweep links task=links repeats=1
+  sweep strategies repeats=1 strategy=ddp,fsdp model=gpt batch=16 steps=40 untimed_steps=10 log_every=10
+  sweep nccl repeats=1 nccl.proto=simple,ll128 task=allreduce task.max_bytes=268435456 task.ops=[all_reduce]
   ;;
 part3)
   # cuDNN's autotuning: first step and steady step with it on and off.

@@ -5,7 +5,7 @@
 set -euo pipefail
 out=outputs/bench/single_gpu_models
 python run.py hydra.run.dir="$out/default"
-python run.py -m model=resnet50,gpt precision=bf16 batch=32,256 steps=60 untimed_steps=20 \
+python run.py -m repeats=1 model=resnet50,gpt precision=bf16 batch=32,256 steps=60 untimed_steps=20 \
   log_every=20 hydra.sweep.dir="$out"
 python - "$out" <<'PY'
 import json, pathlib, sys
