@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import statistics
 import sys
 from pathlib import Path
@@ -206,8 +205,7 @@ def markdown(
         out += [verdict_line(c) for c in comparisons]
         method = METHOD.format(confidence=100 * confidence, margin=margin)
         if design is not None:
-            described = dataclasses.replace(design, alpha=1 - confidence).describe()
-            method = ADAPTIVE_METHOD.format(design=described, margin=margin)
+            method = ADAPTIVE_METHOD.format(design=design.describe(confidence), margin=margin)
         m = len(comparisons)
         if m > 1:
             family = BONFERRONI if confidence > CONFIDENCE else ONE_BY_ONE

@@ -103,16 +103,15 @@ class Design:
 
     max_rounds: int
     spending: str = DEFAULT_SPENDING
-    alpha: float = 0.05
-    """The error all looks together may make: 1 - the intervals' joint confidence."""
 
-    def t_bound(self, pairs: int) -> float:
-        return t_bound(pairs, self.max_rounds, self.spending, self.alpha)
+    def t_bound(self, pairs: int, confidence: float = 0.95) -> float:
+        """The |t| at this look for intervals whose looks all hold with ``confidence``."""
+        return t_bound(pairs, self.max_rounds, self.spending, 1 - confidence)
 
-    def describe(self) -> str:
+    def describe(self, confidence: float = 0.95) -> str:
         name = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}[self.spending]
         return (
-            f"repeated {100 * (1 - self.alpha):.4g} % confidence intervals of a "
+            f"repeated {100 * confidence:.4g} % confidence intervals of a "
             f"group-sequential design over at most {self.max_rounds} rounds, Lan-DeMets alpha "
             f"spending of {name} type, looking after every round "
             "(src/linkbench/analysis/sequential.py)"

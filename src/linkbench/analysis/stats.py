@@ -34,7 +34,6 @@ advised (the spread of a few runs is itself noisy); adaptive rounds replace it.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
@@ -121,10 +120,7 @@ def difference_interval(
         diffs = [a - b for a, b in pairs]
         sd = statistics.stdev(diffs)
         n = len(diffs)
-        if design is not None:
-            bound = dataclasses.replace(design, alpha=1 - confidence).t_bound(n)
-        else:
-            bound = _t(n - 1, confidence)
+        bound = design.t_bound(n, confidence) if design is not None else _t(n - 1, confidence)
         method = "paired" if design is None else "sequential"
         return _interval(statistics.fmean(diffs), bound * sd / math.sqrt(n), runs, method, sd)
     mean = statistics.fmean(arm) - statistics.fmean(baseline)
