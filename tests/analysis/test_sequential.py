@@ -164,3 +164,13 @@ def test_an_equal_pair_on_a_quiet_machine_is_called_equal_before_the_last_round(
     verdicts, stopped, _, _ = simulate(1.0, 0.01, Design(MAX_ROUNDS), seed=13)
     assert (verdicts == "equal").mean() >= 0.7
     assert np.median(stopped[verdicts == "equal"]) < MAX_ROUNDS
+
+
+def test_a_first_look_at_two_far_apart_rounds_is_an_interval_not_an_overflow():
+    """A 2-core CI sweep once crashed here: the first look's |t| bound times a large spread
+    of log ratios is beyond exp's range. The interval is then unbounded above, undecided."""
+    assert Design(MAX_ROUNDS).t_bound(2) > 1_000
+    arm, base = [3000.0, 1500.0], [1600.0, 3100.0]
+    ratio = ratio_interval(arm, base, list(zip(arm, base, strict=True)), design=Design(MAX_ROUNDS))
+    assert ratio.low == 0.0 and ratio.high == math.inf
+    assert verdict(ratio) == "inconclusive"

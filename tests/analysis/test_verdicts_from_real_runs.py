@@ -11,15 +11,16 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from ..conftest import run_cli
 
-# The command injects 5 ms (benchmarks/RESULTS.md has that run); on a 2-core machine
-# whose runs of the same job differ by up to 30 %, 3 runs decide a larger effect every time.
+# The README's command injects 5 ms (benchmarks/RESULTS.md has that run). On a 2-core CI machine
+# three rounds of 20 ms once read inconclusive (step time +22.5 ms [-5.0, +49.9]): the sweep's
+# adaptive rounds, the default, run rounds until the comparison is decided.
 INJECTED_MS = 20
 
 
 @pytest.mark.slow
 def test_an_injected_delay_is_found_slower_and_its_interval_covers_it(tmp_path):
     args = [
-        "-m", "backend=gloo", "devices=2", f"debug.step_delay_ms=0,{INJECTED_MS}", "repeats=3",
+        "-m", "backend=gloo", "devices=2", f"debug.step_delay_ms=0,{INJECTED_MS}",
         "hydra.callbacks.sweep_summary.axis=debug.step_delay_ms",
         "hydra.callbacks.sweep_summary.baseline=0", "steps=40", "log_every=10",
         f"hydra.sweep.dir={tmp_path}",
@@ -27,7 +28,7 @@ def test_an_injected_delay_is_found_slower_and_its_interval_covers_it(tmp_path):
     done = run_cli(args, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(line for line in done.stdout.splitlines() if "debug.step_delay_ms=20 vs 0" in line)
-    assert "3 vs 3 runs, paired" in line and "**slower**" in line, line
+    assert "runs, sequential" in line and "**slower**" in line, line
     low, high = map(float, re.search(r"step time \S+ ms \[(\S+), (\S+)\]", line).groups())
     assert low <= INJECTED_MS <= high, line
 

@@ -45,6 +45,7 @@ from linkbench.analysis.sequential import Design
 
 CONFIDENCE = 0.95
 DEFAULT_MARGIN = 0.02
+MAX_EXPONENT = math.log(1.7e308)  # the largest x whose e**x is a float
 VERDICTS = ("faster", "slower", "equal", "inconclusive")
 
 
@@ -101,7 +102,7 @@ def mean_interval(
     mean = statistics.fmean(scaled)
     half = _t(n - 1, confidence) * statistics.stdev(scaled) / math.sqrt(n)
     if positive:
-        return Mean(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n)
+        return Mean(_exp(mean), _exp(mean - half), _exp(mean + half), n)
     return Mean(mean, mean - half, mean + half, n)
 
 
@@ -160,7 +161,13 @@ def ratio_interval(
     log_pairs = [(math.log(a), math.log(b)) for a, b in pairs]
     logs = [math.log(v) for v in arm], [math.log(v) for v in baseline]
     d = difference_interval(*logs, log_pairs, confidence, design)
-    return Interval(math.exp(d.estimate), math.exp(d.low), math.exp(d.high), d.runs, d.method, d.sd)
+    return Interval(_exp(d.estimate), _exp(d.low), _exp(d.high), d.runs, d.method, d.sd)
+
+
+def _exp(x: float) -> float:
+    """e**x, and inf where that overflows: a sequential design's first looks have bounds of
+    |t| in the thousands, so a ratio's upper end can be beyond any float."""
+    return math.exp(x) if x < MAX_EXPONENT else math.inf
 
 
 def verdict(ratio: Ratio, margin: float = DEFAULT_MARGIN, higher_is_better: bool = True) -> str:
