@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from linkbench.metrics import unit
+from linkbench.metrics import register, unit
 
 RESULT_FILE = "result.json"
 METRICS_FILE = "metrics.json"
@@ -34,9 +34,9 @@ RANK_LOGS = "rank*.std*.log"
 # The profiler range around each injected communication delay (debug.comm_delay_ms,
 # linkbench.parts.delay), which the trace analysis counts as communication.
 COMM_DELAY_RANGE = "linkbench:comm_delay"
-# Each task's headline metric (what run.py returns to Hydra's sweepers; units and the rest
-# in linkbench.metrics).
-HEADLINES = {
+# The built-in tasks' headlines, for result.json files written before each recorded its own
+# (``headline``; the task's class says it: linkbench.worker.task).
+RECORDED_BEFORE_HEADLINES = {
     "train": "samples_per_sec",
     "allreduce": "busbw_gbps_peak",
     "links": "host_to_device_gbps",
@@ -90,8 +90,12 @@ def failure_file(log_dir: Path, rank: int) -> Path:
 
 
 def headline(result: dict[str, Any]) -> tuple[str, str]:
-    """(metric, unit) of the headline of a job's result.json."""
-    name = HEADLINES.get(result.get("task", "train"), HEADLINES["train"])
+    """(metric, unit) of the headline of a job's result.json, its task's own metrics added to
+    this process's table (``metric_table``)."""
+    register(result.get("metric_table", ()))
+    name = result.get("headline") or RECORDED_BEFORE_HEADLINES.get(
+        result.get("task", "train"), "samples_per_sec"
+    )
     return name, unit(name)
 
 

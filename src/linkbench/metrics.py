@@ -7,12 +7,17 @@ A metric's ``name`` is its key in ``result.json``'s ``metrics``. Rates and times
 (:mod:`linkbench.analysis.stats`); the rest (fractions, losses, accuracies) are arithmetic.
 ``better`` says which way a comparison counts as an improvement: ``higher``, ``lower``, or
 ``None`` for a metric that is reported and never judged.
+
+A task may bring entries of its own (``Task.metrics``, :mod:`linkbench.worker.task`): they are
+recorded in each of its jobs' ``result.json`` (``metric_table``), and :func:`register` adds
+them to the table of whichever process reads them, the analysis included.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 Better = Literal["higher", "lower"] | None
 
@@ -64,6 +69,24 @@ METRICS: tuple[Metric, ...] = (
            tag="final/eval_accuracy"),
 )  # fmt: skip
 BY_NAME = {m.name: m for m in METRICS}
+
+
+def register(entries: Iterable[Metric | dict[str, Any]]) -> None:
+    """Add a task's own entries (or their records from result.json) to the table; an entry
+    never replaces a built-in one."""
+    for entry in entries:
+        found = entry if isinstance(entry, Metric) else Metric(**entry)
+        BY_NAME.setdefault(found.name, found)
+
+
+def recorded(entries: Iterable[Metric]) -> list[dict[str, Any]]:
+    """The entries as result.json records them."""
+    return [asdict(m) for m in entries]
+
+
+def table() -> tuple[Metric, ...]:
+    """Every entry: the built-in ones, then those registered."""
+    return tuple(BY_NAME.values())
 
 
 def metric(name: str) -> Metric | None:

@@ -12,7 +12,7 @@ from linkbench.config.schema import OptimizerConfig
 from linkbench.parts.data import make_batches
 from linkbench.parts.flops import train_flops_per_sample
 from linkbench.parts.models import build_model, cross_entropy
-from linkbench.parts.optim import build_optimizer
+from linkbench.parts.optim import optimizer_class
 from linkbench.parts.rank import Rank
 
 CPU = torch.device("cpu")
@@ -91,6 +91,12 @@ def test_scaling_rules():
     assert scaled_lr(0.1, "linear", 1024, 256) == pytest.approx(0.4)
     assert scaled_lr(0.1, "sqrt", 1024, 256) == pytest.approx(0.2)
     assert scaled_lr(0.1, "none", 1024, 256) == pytest.approx(0.1)
+
+
+def build_optimizer(net: torch.nn.Module, *args, **kwargs) -> torch.optim.Optimizer:
+    """The optimizer a strategy builds over ``net``'s parameters."""
+    cls, options = optimizer_class(*args, **kwargs)
+    return cls(net.parameters(), **options)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])

@@ -71,14 +71,10 @@ def test_zero1s_compute_only_step_updates_without_broadcasting(
     broadcast after the optimizer step included; the synced step still broadcasts."""
     import torch.distributed as dist
 
-    from linkbench.parts.optim import build_optimizer
-
     config = make_plan(compose_config(["strategy=zero1"]), str(tmp_path), [], Machine(0)).config
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
     zero = parallelize(model, config, torch.device("cpu"))
-    optimizer = build_optimizer(
-        model, config.optimizer, 0.1, 0.0, torch.device("cpu"), False, strategy=config.strategy.name
-    )
+    optimizer = zero.build_optimizer(config, 0.1, torch.device("cpu"), grad_scaler=False)
     broadcasts = []
     real = dist.broadcast
     monkeypatch.setattr(dist, "broadcast", lambda *a, **k: broadcasts.append(1) or real(*a, **k))

@@ -21,11 +21,14 @@ from matplotlib.figure import Figure
 from linkbench.analysis.compare import Comparison
 from linkbench.analysis.stats import Mean
 from linkbench.analysis.sweep import Configuration
-from linkbench.metrics import METRICS
+from linkbench.metrics import Metric, metric, table
 
 SUMMARY_RUN = "_summary"  # the sweep's own TensorBoard run, beside one run per job
-# The metrics with a plot of their own: file name and axis label.
-PLOTS = {m.name: (m.plot, m.label) for m in METRICS if m.plot}
+
+
+def plotted() -> list[Metric]:
+    """The metrics with a plot of their own (a task's own included)."""
+    return [m for m in table() if m.plot]
 
 
 def _errors(means: list[Mean]) -> list[list[float]]:
@@ -43,7 +46,9 @@ def _plot_metric(sweep_dir: Path, configs: list[Configuration], key: str) -> Pat
     points = [(c, m) for c in configs if (m := c.mean(key)) is not None]
     if not points:
         return None
-    name, ylabel = PLOTS[key]
+    found = metric(key)
+    assert found is not None and found.plot is not None
+    name, ylabel = found.plot, found.label
     figure, axes = plt.subplots(figsize=(7, 4.2))
     if all("batch" in c.values_by_key for c, _ in points):
         lines: dict[str, list[tuple[int, Mean]]] = {}
@@ -202,7 +207,7 @@ def plot_sweep(
     sweep_dir: Path, configs: list[Configuration], comparisons: list[Comparison]
 ) -> list[Path]:
     """Write the plots that the sweep's data supports; returns their paths."""
-    made = [_plot_metric(sweep_dir, configs, key) for key in PLOTS]
+    made = [_plot_metric(sweep_dir, configs, m.name) for m in plotted()]
     made += [_plot_ratios(sweep_dir, comparisons), _plot_busbw_by_size(sweep_dir, configs)]
     made.append(_plot_breakdown(sweep_dir, configs))
     return [p for p in made if p is not None]

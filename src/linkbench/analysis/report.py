@@ -35,7 +35,7 @@ from linkbench.analysis.stats import (
 from linkbench.analysis.sweep import Configuration, group, load_sweep, swept_keys
 from linkbench.analysis.trace import STRETCH_WARNING
 from linkbench.files import RESULT_FILE, ROUNDS_FILE, SUMMARY_CSV, SUMMARY_MD, read_json
-from linkbench.metrics import METRICS, lower_is_better
+from linkbench.metrics import lower_is_better, table
 
 DEFAULT_TOLERANCE = 0.01  # held-out accuracy "stays" within one point of the smallest batch's
 TRACE_NOTE = (
@@ -355,7 +355,7 @@ def configuration_rows(
                 key: mean and mean.mean,
                 f"{key}_low": mean and mean.low,
                 f"{key}_high": mean and mean.high,
-                **{m.name: _mean_of(config, m.name) for m in METRICS if m.column and m.name != key},
+                **{m.name: _mean_of(config, m.name) for m in table() if m.column and m.name != key},
                 "transport": transport.get("transport"),
                 "verified": transport.get("verified"),
                 "axis": found and found.axis,

@@ -15,7 +15,7 @@ from typing import Any
 
 from linkbench.analysis.stats import Mean, mean_interval
 from linkbench.files import RESULT_FILE, headline, override_values, read_json
-from linkbench.metrics import is_geometric
+from linkbench.metrics import is_geometric, register
 
 # Keys whose values make runs of one configuration, not configurations of their own.
 REPEAT_KEYS = ("seed", "round")
@@ -124,11 +124,13 @@ class Configuration:
 
 
 def load_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
-    """Every job's result.json under the sweep directory, in path order."""
+    """Every job's result.json under the sweep directory, in path order; a task's own
+    metrics (``metric_table``) join this process's table before anything is averaged."""
     results = []
     for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}")):
         result = read_json(path)
         if result is not None:
+            register(result.get("metric_table", ()))
             result["job"] = path.parent.name
             results.append(result)
     return results

@@ -31,10 +31,10 @@ from linkbench.config.schema import (
     DataName,
     PrecisionName,
     ScalingRule,
-    TaskName,
     WarmupFrom,
     require,
 )
+from linkbench.config.targets import import_class
 from linkbench.errors import ConfigError
 from linkbench.files import LOG_DIR
 from linkbench.link.interconnect import EnvPlan, plan_env
@@ -281,29 +281,14 @@ def _resolve_precision(config: Config, device_type: str, notes: list[str]) -> Pr
     return name
 
 
-def _check_machine(config: Config, device_type: str, world_size: int, notes: list[str]) -> None:
-    """The combinations that depend on the machine or the world's size."""
+def _check_machine(config: Config, world_size: int) -> None:
+    """The combinations that depend on the world's size (the task checks the rest)."""
     if config.debug.crash_at_step is not None:
         require(
             config.debug.crash_rank < world_size,
             f"debug.crash_rank={config.debug.crash_rank} must be a rank from 0 to "
             f"{world_size - 1}.",
         )
-    require(
-        config.task.name != TaskName.links or device_type == "cuda",
-        "task=links measures copies between GPUs and host memory and no GPU is visible; run "
-        "it on a GPU machine (task=allreduce measures collectives on CPU).",
-    )
-    if config.task.name != TaskName.train:
-        if config.compile or config.cuda_graphs:
-            notes.append(
-                f"compile and cuda_graphs apply to task=train, not task={config.task.name}."
-            )
-        return
-    require(
-        not config.cuda_graphs or device_type == "cuda",
-        "cuda_graphs=true needs a CUDA GPU and none is visible; remove cuda_graphs=true.",
-    )
 
 
 def _check_data(config: Config, global_batch: int) -> None:
@@ -453,10 +438,12 @@ def make_plan(
     backend, device_type, nproc = _resolve_devices(config, machine, notes)
     nnodes = _nodes(machine, nproc)
     precision = _resolve_precision(config, device_type, notes)
-    _check_machine(config, device_type, nnodes * nproc, notes)
+    _check_machine(config, nnodes * nproc)
+    task = import_class("task._target_", config.task._target_, "linkbench.worker.task.Task")
+    task.check(config, device_type, notes)
     global_batch = config.batch * nproc * nnodes
     steps_per_epoch = None
-    if config.task.name == TaskName.train:
+    if task.trains:
         _check_data(config, global_batch)
         config, steps_per_epoch = _resolve_budget(config, nproc * nnodes, overrides, notes)
         _check_held_out(config, nproc * nnodes)
@@ -485,6 +472,10 @@ def make_plan(
         precision=dataclasses.replace(config.precision, name=precision),
         devices=nproc,
     )
+    strategy = import_class(
+        "strategy._target_", config.strategy._target_, "linkbench.parts.strategy.Parallel"
+    )
+    strategy.check(config)
     return JobPlan(
         config=config,
         overrides=list(overrides),

@@ -20,13 +20,12 @@ from torch.utils.tensorboard import SummaryWriter
 
 from linkbench.config.overrides import settings
 from linkbench.config.plan import JobPlan
-from linkbench.metrics import METRICS
+from linkbench.metrics import METRICS, table
 
-# result.json metric -> final/ tag (also an HParams metric column).
+# result.json metric -> final/ tag (also an HParams metric column): the built-in ones.
 FINAL_METRICS = {m.name: m.tag for m in METRICS if m.tag}
 # How an override spells "no value" (YAML's null).
 NULLS = ("null", "None", "~")
-REPEAT_METRICS = tuple(m.name for m in METRICS if m.per_repeat)
 CUSTOM_SCALARS = {
     "throughput": {
         "samples/s (global)": ["Multiline", ["perf/samples_per_sec$"]],
@@ -97,13 +96,14 @@ def write_job_summary(
         for summary in (session, session_end_pb(completed)):
             file_writer.add_summary(summary)
         writer.add_custom_scalars(CUSTOM_SCALARS)
-        for key, tag in FINAL_METRICS.items():
-            if isinstance(metrics.get(key), (int, float)):
-                writer.add_scalar(tag, metrics[key], 0)
+        entries = table()  # the built-in ones and the task's own
+        for m in entries:
+            if m.tag and isinstance(metrics.get(m.name), (int, float)):
+                writer.add_scalar(m.tag, metrics[m.name], 0)
         for repeat, values in enumerate(repeat_metrics):
-            for key in REPEAT_METRICS:
-                if isinstance(values.get(key), (int, float)):
-                    writer.add_scalar(f"repeats/{key}", values[key], repeat)
+            for m in entries:
+                if m.per_repeat and isinstance(values.get(m.name), (int, float)):
+                    writer.add_scalar(f"repeats/{m.name}", values[m.name], repeat)
         trace = result.get("trace") or {}
         for key in ("step_ms", "untraced_step_ms", "stretch"):
             if isinstance((trace.get("mean") or {}).get(key), float):

@@ -24,7 +24,6 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 from linkbench.config.overrides import key, parse
 from linkbench.config.plan import JobPlan, Machine, make_plan
-from linkbench.config.schema import TaskName
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted
 from linkbench.files import (
     METRICS_FILE,
@@ -32,7 +31,6 @@ from linkbench.files import (
     RANK_LOGS,
     RERUN_FILE,
     RESULT_FILE,
-    headline,
     rank_log,
     read_json,
 )
@@ -46,6 +44,7 @@ from linkbench.parts.flops import train_flops_per_sample
 from linkbench.worker import checkpoint
 from linkbench.worker.main import worker_main
 from linkbench.worker.stop import Stopped
+from linkbench.worker.task import Task, task_class
 
 log = logging.getLogger("linkbench")
 COMPILE_CACHE_DIR = ".compile_cache"  # in the sweep's directory, shared by its jobs
@@ -115,7 +114,7 @@ def with_flops(plan: JobPlan) -> JobPlan:
     """The plan with the training FLOPs of one sample, for MFU (train jobs only). Building
     the model here, on the meta device, also refuses a model config that cannot build."""
     c = plan.config
-    if c.task.name != TaskName.train:
+    if not task_class(c.task._target_).trains:
         return plan
     try:
         flops = train_flops_per_sample(c.model, c.data.image_size)
@@ -229,7 +228,7 @@ def run_job(cfg: DictConfig) -> float:
             return _run_other_rank(cfg, job_dir, overrides, machine)
     if cfg.get("resume") and (previous := _completed_result(job_dir)):
         log.info("resume: %s already completed; skipping it", job_dir)
-        return report(previous)
+        return report(previous, task_class(cfg.task._target_))
     record = JobRecord(job_dir, overrides)
     job_started_at = time.time()
     try:
@@ -273,65 +272,11 @@ def run_job(cfg: DictConfig) -> float:
         raise  # the launcher itself failed (rendezvous, ...): the record keeps the error
     finally:
         record.write()
-    return report(record.fields)
+    assert record.plan is not None  # planned, or the ConfigError above was raised
+    return report(record.fields, task_class(record.plan.config.task._target_))
 
 
-def report(result: dict[str, Any]) -> float:
-    """Log the job's outcome in a few lines; return its headline metric (for Hydra)."""
-    metrics = result["metrics"]
-    if result.get("task", "train") == "train":
-        comm = ""
-        if "comm_exposed_ms" in metrics:
-            spread = ""
-            if "comm_exposed_ms_low" in metrics:
-                spread = (
-                    f" [{metrics['comm_exposed_ms_low']:.2f}, "
-                    f"{metrics['comm_exposed_ms_high']:.2f}]"
-                )
-            noise = ", below this probe's noise" if "comm_exposed_note" in metrics else ""
-            comm = (
-                f", exposed communication {metrics['comm_exposed_ms']:.2f} ms{spread} "
-                f"({100 * metrics['comm_fraction']:.0f}%{noise})"
-            )
-        log.info(
-            "done: %.1f samples/s, %.2f ms/step%s, final loss %.4f -> %s",
-            metrics.get("samples_per_sec", float("nan")),
-            metrics.get("step_time_ms", float("nan")),
-            comm,
-            metrics.get("final_loss", float("nan")),
-            Path(result["job_dir"]) / RESULT_FILE,
-        )
-        if "comm_delay_injected_ms" in metrics:
-            log.info(
-                "debug.comm_delay_ms injected %.2f ms of communication per step (%.1f buckets): "
-                "exposed communication lies between 0 and that plus the collectives' own time",
-                metrics["comm_delay_injected_ms"], metrics["comm_delay_buckets"],
-            )  # fmt: skip
-        if warning := (result.get("trace") or {}).get("warning"):
-            log.warning("trace: %s", warning)
-        if "mfu" in metrics:
-            log.info(
-                "model FLOPs: %.1f TFLOP/s per device, MFU %.1f%% of the %s TFLOP/s peak",
-                metrics["model_tflops_per_device"], 100 * metrics["mfu"], metrics["peak_tflops"],
-            )  # fmt: skip
-        if "launch_to_first_step_s" in metrics:
-            log.info(
-                "first step done %.1f s after launch (the step itself %.2f s); %.1f s per run "
-                "outside the task (process start, rendezvous, set-up, teardown)",
-                metrics["launch_to_first_step_s"], metrics.get("first_step_s", float("nan")),
-                metrics.get("overhead_s", float("nan")),
-            )  # fmt: skip
-    elif result.get("task") == "links":
-        log.info(
-            "done: host to GPU %.1f GB/s over %d GPU(s) -> %s",
-            metrics["host_to_device_gbps"], metrics["gpus"], Path(result["job_dir"]) / RESULT_FILE,
-        )  # fmt: skip
-    else:
-        log.info(
-            "done: peak %s busbw %.2f GB/s at %s bytes -> %s",
-            metrics["peak_op"], metrics["busbw_gbps_peak"], f"{metrics['peak_bytes']:,}",
-            Path(result["job_dir"]) / RESULT_FILE,
-        )  # fmt: skip
-        if "health" in result:
-            log.info("health: %s", result["health"]["line"])
-    return float(metrics.get(headline(result)[0], 0.0))
+def report(result: dict[str, Any], task: type[Task]) -> float:
+    """Log the job's outcome in the task's lines; return its headline metric (for Hydra)."""
+    task.report(result)
+    return float(result["metrics"].get(task.headline, 0.0))

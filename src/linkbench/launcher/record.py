@@ -29,10 +29,11 @@ from linkbench.files import (
 )
 from linkbench.launcher.hparams import write_job_summary
 from linkbench.launcher.provenance import git_state
-from linkbench.link.health import health
 from linkbench.link.nccl_log import requested_vs_used
 from linkbench.link.topology import versions
 from linkbench.link.transport import hardware_witness
+from linkbench.metrics import recorded
+from linkbench.worker.task import task_class
 
 
 def now_iso() -> str:
@@ -40,10 +41,14 @@ def now_iso() -> str:
 
 
 def describe_plan(plan: JobPlan) -> dict[str, Any]:
-    """The plan's facts as result.json records them."""
+    """The plan's facts as result.json records them (a task's own metrics' table entries
+    too, for the analysis)."""
     c = plan.config
+    task = task_class(c.task._target_)
+    own = {"metric_table": recorded(task.metrics)} if task.metrics else {}
     return {
         "task": str(c.task.name),
+        "headline": task.headline,
         "world_size": plan.world_size,
         "nnodes": plan.nnodes,
         "backend": plan.backend,
@@ -73,6 +78,7 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
         "cudnn_benchmark": plan.cudnn_benchmark,
         "round": c.round,
         "notes": plan.notes,
+        **own,
     }
 
 
@@ -187,12 +193,7 @@ class JobRecord:
             if (trace := analyse_traces(self.job_dir)) is not None:
                 untraced = self.fields["metrics"].get("step_time_ms")
                 self.fields["trace"] = with_untraced(trace, untraced)
-            peak = self.fields["metrics"].get("busbw_gbps_peak")
-            if self.fields.get("task") == "allreduce" and peak is not None:
-                self.fields["health"] = health(
-                    peak, self.plan.world_size, str(self.plan.config.interconnect.name),
-                    hardware.get("topology") or {},
-                )  # fmt: skip
+            task_class(self.plan.config.task._target_).finish(self.fields, self.plan, hardware)
             self._write_manifest(hardware)
             write_job_summary(self.plan, self.fields, runs, self.completed)
         self.fields["duration_s"] = round(time.monotonic() - self._started, 3)

@@ -1,4 +1,6 @@
-"""How a model is spread over the ranks: DDP, FSDP2, or ZeRO-1 over DDP (``strategy/``).
+"""How a model is spread over the ranks: one :class:`Parallel` subclass per strategy
+(``strategy/``; ``strategy._target_`` names the class, so a strategy from outside the package
+is one module and one YAML file).
 
 - ``ddp``: every rank holds the whole model; gradients are all-reduced per bucket during
   the backward pass (:mod:`linkbench.parts.ddp`).
@@ -10,24 +12,31 @@
 - ``zero1``: DDP, with the optimizer state sharded by ``ZeroRedundancyOptimizer``: each rank
   updates its share of the parameters and broadcasts them.
 
-Each gives the module the step calls, a context for a step without its gradient
-collectives (the exposed-communication probe), the bytes its collectives move per step, and
-the model's and optimizer's state for checkpoints.
+A strategy owns everything that differs between them: what it refuses in the config (checked
+when the job is planned, before any worker starts), wrapping the model, building its
+optimizer, its model's and optimizer's state for checkpoints
+(``torch.distributed.checkpoint.state_dict``'s ``get_state_dict``/``set_state_dict`` unless
+it says otherwise), the context for a step without its collectives (the exposed-communication
+probe), its own communication timings, and the bytes its collectives move per step.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from linkbench.config.schema import Config, StrategyName
+from linkbench.config.schema import Config, StrategyConfig, require
+from linkbench.config.targets import import_class
 from linkbench.parts import ddp
 from linkbench.parts.delay import CommDelay
+from linkbench.parts.optim import optimizer_class
+
+StateDicts = tuple[dict[str, Any], dict[str, Any] | None]
 
 
 def blocks(model: nn.Module, classes: list[str]) -> list[nn.Module]:
@@ -64,11 +73,89 @@ class Parallel:
     """A model under one strategy: what a step calls and what its collectives move.
 
     ``module`` is the plain model (parameters and state, without a wrapper's prefixes);
-    ``model`` is what a training step calls."""
+    ``model`` is what a training step calls. A subclass is built as
+    ``cls(model, config, device)`` on every rank, after :meth:`check` passed in the plan.
+    The class attributes say what the strategy can run with; :meth:`check` refuses the rest."""
 
-    kind: StrategyName
     module: nn.Module
     model: nn.Module
+    comm_delay: CommDelay | None = None
+    """``debug.comm_delay_ms`` in front of each of its collectives, when it supports that."""
+
+    captures_cuda_graphs: ClassVar[bool] = False
+    """Whether its whole step can be captured as one CUDA graph (``cuda_graphs=true``)."""
+    scales_gradients: ClassVar[bool] = False
+    """Whether it runs under fp16's GradScaler."""
+    hooks_buckets: ClassVar[bool] = False
+    """Whether it has DDP's gradient buckets: ``comm_hook`` and ``debug.comm_delay_ms``."""
+
+    def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, config: Config) -> None:
+        """Refuse, in one sentence naming the key and the fix, what this strategy cannot
+        run (a ConfigError); runs in the plan, before any worker starts."""
+        s = config.strategy.name
+        require(
+            cls.captures_cuda_graphs or not config.cuda_graphs,
+            f"strategy={s} cannot be captured as one CUDA graph (its collectives and optimizer "
+            "change between steps); use strategy=ddp with cuda_graphs=true, or drop cuda_graphs.",
+        )
+        require(
+            cls.scales_gradients or not config.precision.grad_scaler,
+            f"strategy={s} with precision={config.precision.name}'s GradScaler is not "
+            f"supported; use precision=bf16{cls._bf16_hint()}.",
+        )
+        delay = config.debug.comm_delay_ms
+        require(
+            cls.hooks_buckets or not delay,
+            f"debug.comm_delay_ms={delay} delays DDP's gradient buckets and strategy={s} has "
+            "none; use strategy=ddp or zero1, or set debug.comm_delay_ms=0.",
+        )
+        require(
+            cls.hooks_buckets or config.comm_hook.hook is None,
+            f"comm_hook={config.comm_hook.name} is a DDP communication hook and strategy={s} "
+            f"has none; use comm_hook=none{cls._compression_hint()}.",
+        )
+
+    @classmethod
+    def _bf16_hint(cls) -> str:
+        return ""
+
+    @classmethod
+    def _compression_hint(cls) -> str:
+        return ""
+
+    def build_optimizer(
+        self, config: Config, lr: float, device: torch.device, grad_scaler: bool,
+        capturable: bool = False,
+    ) -> torch.optim.Optimizer:  # fmt: skip
+        """The configured optimizer over the model's parameters at ``lr``, fused on GPU
+        where that is safe (:func:`linkbench.parts.optim.optimizer_class`)."""
+        cls, kwargs = optimizer_class(
+            config.optimizer, lr, config.model.weight_decay, device, grad_scaler, capturable
+        )
+        return cls(self.model.parameters(), **kwargs)
+
+    def state_dicts(self, optimizer: torch.optim.Optimizer) -> StateDicts:
+        """The whole model's and optimizer's state, on the CPU of rank 0 (empty on the other
+        ranks); collective: every rank calls it."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_state_dict(self.module, optimizer, options=options)
+
+    def load_state_dicts(
+        self, optimizer: torch.optim.Optimizer, model: dict[str, Any], optim: dict[str, Any]
+    ) -> None:
+        """Put what :meth:`state_dicts` saved back, on every rank."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        set_state_dict(
+            self.module, optimizer, model_state_dict=model, optim_state_dict=optim,
+            options=StateDictOptions(full_state_dict=True),
+        )  # fmt: skip
 
     def without_gradient_sync(
         self, optimizer: torch.optim.Optimizer | None = None
@@ -76,6 +163,10 @@ class Parallel:
         """A step without the strategy's collectives (the probe's compute-only step); the
         ``optimizer`` is the one the step will call."""
         raise NotImplementedError
+
+    def comm_times(self) -> dict[str, float]:
+        """The strategy's own timings of its communication, in ms (none by default)."""
+        return {}
 
     def comm_bytes(self, config: Config) -> dict[str, float]:
         """Bytes per step each collective moves: the whole tensors' sizes, before the ring's
@@ -95,10 +186,16 @@ class Parallel:
         return out
 
 
+# DDP's runtime-logging sample rate that never samples (its counter is a C int).
+NEVER = 2**31 - 1
+
+
 class DataParallel(Parallel):
     """DDP (``strategy=ddp``, and under ZeRO-1)."""
 
-    kind = StrategyName.ddp
+    captures_cuda_graphs = True
+    scales_gradients = True
+    hooks_buckets = True
 
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
         delay_ms = config.debug.comm_delay_ms
@@ -107,6 +204,25 @@ class DataParallel(Parallel):
             model, config.ddp, config.comm_hook, device, config.nvtx, self.comm_delay
         )
         self.module, self.model = model, self.ddp
+        # DDP samples its comm/compute timings on the host; a captured step never runs that
+        # host code again, so with CUDA graphs it must not sample at the capture.
+        self._timed = not config.cuda_graphs
+        self.ddp._set_ddp_runtime_logging_sample_rate(
+            NEVER if config.cuda_graphs else config.log_every
+        )
+
+    def comm_times(self) -> dict[str, float]:
+        """DDP's sampled averages of backward communication and its overlap, in ms (none
+        with CUDA graphs: DDP measures them on the host, in eager steps only)."""
+        if not self._timed:
+            return {}
+        data = self.ddp._get_ddp_logging_data()
+        names = {
+            "avg_backward_comm_time": "ddp_backward_comm_ms",
+            "avg_backward_compute_comm_overlap_time": "ddp_comm_overlap_ms",
+            "avg_backward_compute_time": "ddp_backward_compute_ms",
+        }
+        return {ours: data[theirs] / 1e6 for theirs, ours in names.items() if data.get(theirs)}
 
     def without_gradient_sync(
         self, optimizer: torch.optim.Optimizer | None = None
@@ -127,7 +243,35 @@ class DataParallel(Parallel):
 class ZeroOne(DataParallel):
     """DDP with ZeroRedundancyOptimizer: gradients all-reduced, updated shards broadcast."""
 
-    kind = StrategyName.zero1
+    captures_cuda_graphs = False
+    scales_gradients = False
+
+    def build_optimizer(
+        self, config: Config, lr: float, device: torch.device, grad_scaler: bool,
+        capturable: bool = False,
+    ) -> torch.optim.Optimizer:  # fmt: skip
+        """The configured optimizer inside ``ZeroRedundancyOptimizer``, on each rank's
+        share of the parameters."""
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        cls, kwargs = optimizer_class(
+            config.optimizer, lr, config.model.weight_decay, device, grad_scaler, capturable
+        )
+        return ZeroRedundancyOptimizer(self.model.parameters(), optimizer_class=cls, **kwargs)
+
+    def state_dicts(self, optimizer: torch.optim.Optimizer) -> StateDicts:
+        """The model's state, and the optimizer's consolidated on rank 0 (None elsewhere):
+        ``get_state_dict`` does not know ZeroRedundancyOptimizer."""
+        optimizer.consolidate_state_dict(to=0)  # type: ignore[attr-defined]
+        main = dist.get_rank() == 0
+        return self.module.state_dict(), optimizer.state_dict() if main else None
+
+    def load_state_dicts(
+        self, optimizer: torch.optim.Optimizer, model: dict[str, Any], optim: dict[str, Any]
+    ) -> None:
+        """Every rank loads the whole state; ZeroRedundancyOptimizer keeps its share."""
+        self.module.load_state_dict(model)
+        optimizer.load_state_dict(optim)
 
     def comm_bytes(self, config: Config) -> dict[str, float]:
         params = tensor_bytes(p for p in self.module.parameters() if p.requires_grad)
@@ -157,7 +301,13 @@ class ZeroOne(DataParallel):
 class FullyShardedParallel(Parallel):
     """FSDP2 ``fully_shard`` per block, then the root."""
 
-    kind = StrategyName.fsdp
+    @classmethod
+    def _bf16_hint(cls) -> str:
+        return " or strategy.param_dtype=bfloat16"
+
+    @classmethod
+    def _compression_hint(cls) -> str:
+        return ", or strategy.reduce_dtype=bfloat16 to compress FSDP's gradients"
 
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
         from torch.distributed.device_mesh import init_device_mesh
@@ -184,6 +334,18 @@ class FullyShardedParallel(Parallel):
         fully_shard(model, **shard)
         self._reshard_after_forward = s.reshard_after_forward
         self.module = self.model = model
+
+    def build_optimizer(
+        self, config: Config, lr: float, device: torch.device, grad_scaler: bool,
+        capturable: bool = False,
+    ) -> torch.optim.Optimizer:  # fmt: skip
+        """The configured optimizer over the DTensor parameters, with PyTorch's default
+        (foreach) kernels rather than fused ones."""
+        cls, kwargs = optimizer_class(
+            config.optimizer, lr, config.model.weight_decay, device, grad_scaler, capturable,
+            fused=False,
+        )  # fmt: skip
+        return cls(self.model.parameters(), **kwargs)
 
     def _sharded(self) -> list[Any]:
         return [m for m in (*self.blocks, self.module) if hasattr(m, "set_requires_gradient_sync")]
@@ -221,10 +383,18 @@ class FullyShardedParallel(Parallel):
         }
 
 
+def strategy_class(strategy: StrategyConfig) -> type[Parallel]:
+    """The :class:`Parallel` subclass ``strategy._target_`` names."""
+    target = strategy._target_
+    cls = import_class("strategy._target_", target, "linkbench.parts.strategy.Parallel")
+    require(
+        issubclass(cls, Parallel),
+        f"strategy._target_={target} is not a linkbench.parts.strategy.Parallel subclass; "
+        "name one.",
+    )
+    return cls
+
+
 def parallelize(model: nn.Module, config: Config, device: torch.device) -> Parallel:
     """The model under ``config.strategy``."""
-    if config.strategy.name == StrategyName.fsdp:
-        return FullyShardedParallel(model, config, device)
-    if config.strategy.name == StrategyName.zero1:
-        return ZeroOne(model, config, device)
-    return DataParallel(model, config, device)
+    return strategy_class(config.strategy)(model, config, device)

@@ -1,9 +1,10 @@
 """Checkpoints of a training job, and continuing a killed job from its latest one.
 
 Every ``checkpoint.every_steps`` steps (at a logging step, between timing windows) rank 0
-writes ``checkpoint.pt`` in the job directory: the model (without its DDP wrapper), the
-optimizer, GradScaler and learning-rate schedule, the step, the data position (epoch and
-batches taken from it) and every rank's RNG states. It goes to a temporary file that is then
+writes ``checkpoint.pt`` in the job directory: the model (without its DDP wrapper) and the
+optimizer, whole, as the strategy gives them (``Parallel.state_dicts``), the GradScaler and
+learning-rate schedule, the step, the data position (epoch and batches taken from it) and
+every rank's RNG states. It goes to a temporary file that is then
 renamed over the old one, so a job killed while writing keeps its previous checkpoint;
 ``checkpoint.json`` beside it (written the same way, after it) names the step, the file's
 size and its SHA-256, so the launching process knows where a ``resume=true`` run continues
@@ -20,7 +21,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from linkbench.config.schema import StrategyName
 from linkbench.files import (
     CHECKPOINT_FILE,
     CHECKPOINT_INFO_FILE,
@@ -69,26 +69,11 @@ def _rng_state(device: torch.device) -> dict[str, Any]:
     return {"cpu": torch.get_rng_state(), "cuda": cuda}
 
 
-def _full_state(stepper: Stepper, me: Rank) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The whole model's and optimizer's state (collective under FSDP and ZeRO-1: every rank
-    calls it; the optimizer's is None on ranks other than 0 under ZeRO-1)."""
-    parallel, optimizer = stepper.parallel, stepper.optimizer
-    if parallel.kind == StrategyName.fsdp:
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_state_dict(parallel.module, optimizer, options=options)
-    if parallel.kind == StrategyName.zero1:
-        optimizer.consolidate_state_dict(to=0)  # type: ignore[attr-defined]
-        return parallel.module.state_dict(), optimizer.state_dict() if me.is_main else None
-    return parallel.module.state_dict(), optimizer.state_dict()
-
-
 def save(job_dir: Path, stepper: Stepper, step: int, data: dict[str, int], me: Rank) -> None:
     """Write the checkpoint of ``step`` (collective: every rank calls it)."""
     rng: list[Any] = [None] * me.world_size
     dist.all_gather_object(rng, _rng_state(me.device))
-    model, optimizer = _full_state(stepper, me)
+    model, optimizer = stepper.parallel.state_dicts(stepper.optimizer)
     if me.is_main:
         state = {
             "step": step,
@@ -114,17 +99,7 @@ def load(job_dir: Path, device: torch.device) -> dict[str, Any]:
 
 def restore(state: dict[str, Any], stepper: Stepper, me: Rank) -> None:
     """Put a checkpoint's model, optimizer, scaler, schedule and this rank's RNG back."""
-    parallel = stepper.parallel
-    if parallel.kind == StrategyName.fsdp:
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
-
-        set_state_dict(
-            parallel.module, stepper.optimizer, model_state_dict=state["model"],
-            optim_state_dict=state["optimizer"], options=StateDictOptions(full_state_dict=True),
-        )  # fmt: skip
-    else:
-        parallel.module.load_state_dict(state["model"])
-        stepper.optimizer.load_state_dict(state["optimizer"])
+    stepper.parallel.load_state_dicts(stepper.optimizer, state["model"], state["optimizer"])
     stepper.scaler.load_state_dict(state["grad_scaler"])
     stepper.schedule.load_state_dict(state["schedule"])
     rng = state["rng"][me.rank] if me.rank < len(state["rng"]) else state["rng"][0]

@@ -19,11 +19,20 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
-from linkbench.config.schema import TaskConfig
-from linkbench.files import COLLECTIVES_CSV
+from linkbench.config.schema import (
+    TENSOR_DTYPES,
+    Config,
+    TaskConfig,
+    require,
+    require_not_negative,
+    require_positive,
+)
+from linkbench.files import COLLECTIVES_CSV, RESULT_FILE
 from linkbench.link.bandwidth import bandwidths_gbps
+from linkbench.link.health import health
 from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker.board import Board
+from linkbench.worker.task import Task
 from linkbench.worker.timing import WindowTimer
 
 log = logging.getLogger("linkbench")
@@ -99,6 +108,58 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             f"{r['algbw_gbps']:>11.3f} {r['busbw_gbps']:>11.3f}"
         )
     return "\n".join(lines)
+
+
+class AllReduce(Task):
+    """``task=allreduce``: every collective of ``task.ops`` over message sizes, with
+    nccl-tests' algbw and busbw; the headline is the first op's peak busbw."""
+
+    headline = "busbw_gbps_peak"
+
+    @classmethod
+    def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
+        super().check(config, device_type, notes)
+        task = config.task
+        require(
+            len(task.ops) > 0, "task.ops is empty; list collectives, e.g. task.ops=[all_reduce]."
+        )
+        require_positive("task.", min_bytes=task.min_bytes, iters=task.iters)
+        require(
+            task.max_bytes is None or task.max_bytes >= task.min_bytes,
+            f"task.max_bytes={task.max_bytes} is below task.min_bytes={task.min_bytes}; raise "
+            "it, or set task.max_bytes=null for the default.",
+        )
+        require(task.size_factor >= 2, f"task.size_factor={task.size_factor} must be at least 2.")
+        require_not_negative("task.", warmup_iters=task.warmup_iters)
+        require(
+            task.dtype in TENSOR_DTYPES,
+            f"task.dtype={task.dtype} is not one of {', '.join(TENSOR_DTYPES)}.",
+        )
+
+    @classmethod
+    def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+        return run_collectives(plan, me, board)
+
+    @classmethod
+    def finish(cls, fields: dict[str, Any], plan: JobPlan, hardware: dict[str, Any]) -> None:
+        """The link's health: the peak busbw against what this interconnect should reach."""
+        peak = fields["metrics"].get("busbw_gbps_peak")
+        if peak is not None:
+            fields["health"] = health(
+                peak, plan.world_size, str(plan.config.interconnect.name),
+                hardware.get("topology") or {},
+            )  # fmt: skip
+
+    @classmethod
+    def report(cls, result: dict[str, Any]) -> None:
+        metrics = result["metrics"]
+        log.info(
+            "done: peak %s busbw %.2f GB/s at %s bytes -> %s",
+            metrics["peak_op"], metrics["busbw_gbps_peak"], f"{metrics['peak_bytes']:,}",
+            Path(result["job_dir"]) / RESULT_FILE,
+        )  # fmt: skip
+        if "health" in result:
+            log.info("health: %s", result["health"]["line"])
 
 
 def run_collectives(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:

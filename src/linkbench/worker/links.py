@@ -31,9 +31,11 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
-from linkbench.files import LINKS_CSV
+from linkbench.config.schema import Config, require, require_positive
+from linkbench.files import LINKS_CSV, RESULT_FILE
 from linkbench.parts.rank import Rank
 from linkbench.worker.board import Board
+from linkbench.worker.task import Task
 
 log = logging.getLogger("linkbench")
 MIB = 1 << 20
@@ -174,6 +176,40 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                 f"{where.get(r['dst'], r['dst']):>5} {r['gbps']:>9.1f}"
             )
     return "\n".join(lines)
+
+
+class Links(Task):
+    """``task=links``: the copy-bandwidth matrix over every visible GPU; the headline is the
+    host-to-GPU bandwidth."""
+
+    headline = "host_to_device_gbps"
+
+    @classmethod
+    def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
+        super().check(config, device_type, notes)
+        task = config.task
+        require(
+            len(task.sizes_mb) > 0 and min(task.sizes_mb) > 0,
+            f"task.sizes_mb={list(task.sizes_mb)} must list positive sizes, e.g. [1,16,256].",
+        )
+        require_positive("task.", iters=task.iters)
+        require(
+            device_type == "cuda",
+            "task=links measures copies between GPUs and host memory and no GPU is visible; "
+            "run it on a GPU machine (task=allreduce measures collectives on CPU).",
+        )
+
+    @classmethod
+    def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+        return run_links(plan, me, board)
+
+    @classmethod
+    def report(cls, result: dict[str, Any]) -> None:
+        metrics = result["metrics"]
+        log.info(
+            "done: host to GPU %.1f GB/s over %d GPU(s) -> %s",
+            metrics["host_to_device_gbps"], metrics["gpus"], Path(result["job_dir"]) / RESULT_FILE,
+        )  # fmt: skip
 
 
 def run_links(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:

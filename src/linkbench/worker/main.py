@@ -14,7 +14,6 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,24 +22,16 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
-from linkbench.config.schema import TaskName
 from linkbench.files import HARDWARE_FILE, nccl_log, write_json
 from linkbench.link.interconnect import apply_env, nccl_environment
 from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
 from linkbench.link.transport import nccl_debug_env
 from linkbench.parts.rank import Rank
 from linkbench.worker.board import Board
-from linkbench.worker.collectives import run_collectives
-from linkbench.worker.links import run_links
 from linkbench.worker.stop import STOP_SIGNALS, record_failure, stop_on_sigterm
-from linkbench.worker.train import train
+from linkbench.worker.task import task_class
 
 log = logging.getLogger("linkbench")
-TASKS: dict[TaskName, Callable[[JobPlan, Rank, Board | None], dict[str, Any]]] = {
-    TaskName.train: train,
-    TaskName.allreduce: run_collectives,
-    TaskName.links: run_links,
-}
 
 
 def _setup_logging() -> None:
@@ -136,7 +127,7 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         hardware = HardwareDescription(plan, me)
         board = Board(plan) if me.is_main else None
         task_started_at = time.time()
-        out = TASKS[plan.config.task.name](plan, me, board)
+        out = task_class(plan.config.task._target_).run(plan, me, board)
         if me.is_main:
             out["worker_nccl_env"] = nccl_environment()
             timeline = out.setdefault("timeline", {})

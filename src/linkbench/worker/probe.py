@@ -23,12 +23,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from linkbench.analysis.stats import mean_interval
 from linkbench.config.plan import JobPlan
 from linkbench.parts.rank import Rank
-from linkbench.parts.strategy import DataParallel
 from linkbench.worker.stepper import Stepper
 from linkbench.worker.timing import WindowTimer
 
@@ -57,17 +55,6 @@ def noise_note(exposed: float, low: float, high: float, windows: int) -> str | N
 def grad_bytes(model: nn.Module) -> int:
     """Bytes of the gradients DDP all-reduces each step (shared parameters counted once)."""
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-
-
-def ddp_comm_times(ddp_model: DistributedDataParallel) -> dict[str, float]:
-    """DDP's sampled averages of backward communication and its overlap, in milliseconds."""
-    data = ddp_model._get_ddp_logging_data()
-    names = {
-        "avg_backward_comm_time": "ddp_backward_comm_ms",
-        "avg_backward_compute_comm_overlap_time": "ddp_comm_overlap_ms",
-        "avg_backward_compute_time": "ddp_backward_compute_ms",
-    }
-    return {ours: data[theirs] / 1e6 for theirs, ours in names.items() if data.get(theirs)}
 
 
 def _ms_per_step(step: Callable[[], Any], steps: int, device: torch.device) -> float:
@@ -120,9 +107,8 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
         return {}
     parallel = stepper.parallel
     out: dict[str, Any] = {}
-    if isinstance(parallel, DataParallel) and not stepper.cuda_graphs:
-        out.update(ddp_comm_times(parallel.ddp))
-    delay = parallel.comm_delay if isinstance(parallel, DataParallel) else None
+    out.update(parallel.comm_times())
+    delay = parallel.comm_delay
     delayed_before = delay.buckets if delay else 0
     mine = _alternating_windows(stepper, steps, me.device)
     everyone: list[Any] = [None] * me.world_size

@@ -1,7 +1,8 @@
 """How a training step executes: eagerly, under torch.compile, or replayed as one CUDA graph.
 
 :class:`Stepper` spreads the model over the ranks (:mod:`linkbench.parts.strategy`: DDP,
-FSDP2 or ZeRO-1) and owns its optimizer, learning-rate schedule and loss scaler.
+FSDP2, ZeRO-1 or one from outside, which also builds the optimizer) and owns the optimizer,
+learning-rate schedule and loss scaler.
 ``synced()`` runs one training step (forward, backward with the gradient collectives,
 optimizer, schedule) and returns the loss as a device tensor, never reading it on the host;
 ``unsynced()`` runs the same step without the gradient collectives (DDP's ``no_sync()``;
@@ -34,13 +35,11 @@ from linkbench.parts import precision
 from linkbench.parts.data import Batch
 from linkbench.parts.delay import StepDelay
 from linkbench.parts.models import loss_function
-from linkbench.parts.optim import build_optimizer, build_schedule
-from linkbench.parts.strategy import DataParallel, parallelize
+from linkbench.parts.optim import build_schedule
+from linkbench.parts.strategy import parallelize
 
 # Eager no_sync steps before the probe's no_sync graph is captured (they run untimed).
 UNSYNCED_EAGER_STEPS = 3
-# DDP's runtime-logging sample rate that never samples (its counter is a C int).
-NEVER = 2**31 - 1
 
 
 class Stepper:
@@ -62,24 +61,12 @@ class Stepper:
             self.parallel = parallelize(model, cfg, device)
         if self._side is not None:
             torch.cuda.current_stream(device).wait_stream(self._side)
-        if isinstance(self.parallel, DataParallel):
-            # DDP samples its comm/compute timings on the host; a captured step never runs
-            # that host code again, so with CUDA graphs it must not sample at the capture.
-            sample_rate = NEVER if self.cuda_graphs else cfg.log_every
-            self.parallel.ddp._set_ddp_runtime_logging_sample_rate(sample_rate)
         self._forward: Callable[..., torch.Tensor] = self.parallel.model
         if cfg.compile:
             self._forward = torch.compile(self.parallel.model, mode=cfg.compile_mode)
         self.scaler = precision.grad_scaler(self._precision, device)
-        self.optimizer = build_optimizer(
-            self.parallel.model,
-            cfg.optimizer,
-            plan.lr,
-            cfg.model.weight_decay,
-            device,
-            grad_scaler=self.scaler.is_enabled(),
-            capturable=self.cuda_graphs,
-            strategy=self.parallel.kind,
+        self.optimizer = self.parallel.build_optimizer(
+            cfg, plan.lr, device, grad_scaler=self.scaler.is_enabled(), capturable=self.cuda_graphs
         )
         self.schedule = build_schedule(self.optimizer, plan.schedule)
         self._eager_synced_steps = 0
@@ -89,8 +76,8 @@ class Stepper:
     def recalibrate_delays(self) -> None:
         """Let the injected delays follow the clock (at logging steps, where the host waits)."""
         self._delay.recalibrate()
-        if (comm := getattr(self.parallel, "comm_delay", None)) is not None:
-            comm.recalibrate()
+        if self.parallel.comm_delay is not None:
+            self.parallel.comm_delay.recalibrate()
 
     def synced(self) -> torch.Tensor:
         """One training step with gradient all-reduce; its loss as a device tensor."""

@@ -25,8 +25,8 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
-from linkbench.config.schema import Config, PrecisionName
-from linkbench.files import METRICS_FILE, write_json
+from linkbench.config.schema import Config, PrecisionName, require
+from linkbench.files import METRICS_FILE, RESULT_FILE, write_json
 from linkbench.parts import precision
 from linkbench.parts.data import Batches, make_batches
 from linkbench.parts.flops import FlopRate, peak_tflops
@@ -39,6 +39,7 @@ from linkbench.worker.counters import CounterSampler, combine
 from linkbench.worker.evaluate import evaluate
 from linkbench.worker.profiling import record_trace
 from linkbench.worker.stepper import Stepper
+from linkbench.worker.task import Task
 from linkbench.worker.timing import WindowTimer
 
 log = logging.getLogger("linkbench")
@@ -302,3 +303,66 @@ def _log_progress(done: int, steps: int, scalars: dict[str, float]) -> None:
             f"  {scalars['perf/step_time_ms']:.2f} ms/step"
         )
     log.info(line)
+
+
+class Train(Task):
+    """``task=train``: the job's training steps, timed; the headline is global samples/s."""
+
+    headline = "samples_per_sec"
+    trains = True
+
+    @classmethod
+    def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
+        require(
+            not config.cuda_graphs or device_type == "cuda",
+            "cuda_graphs=true needs a CUDA GPU and none is visible; remove cuda_graphs=true.",
+        )
+
+    @classmethod
+    def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+        return train(plan, me, board)
+
+    @classmethod
+    def report(cls, result: dict[str, Any]) -> None:
+        metrics = result["metrics"]
+        comm = ""
+        if "comm_exposed_ms" in metrics:
+            spread = ""
+            if "comm_exposed_ms_low" in metrics:
+                spread = (
+                    f" [{metrics['comm_exposed_ms_low']:.2f}, "
+                    f"{metrics['comm_exposed_ms_high']:.2f}]"
+                )
+            noise = ", below this probe's noise" if "comm_exposed_note" in metrics else ""
+            comm = (
+                f", exposed communication {metrics['comm_exposed_ms']:.2f} ms{spread} "
+                f"({100 * metrics['comm_fraction']:.0f}%{noise})"
+            )
+        log.info(
+            "done: %.1f samples/s, %.2f ms/step%s, final loss %.4f -> %s",
+            metrics.get("samples_per_sec", float("nan")),
+            metrics.get("step_time_ms", float("nan")),
+            comm,
+            metrics.get("final_loss", float("nan")),
+            Path(result["job_dir"]) / RESULT_FILE,
+        )
+        if "comm_delay_injected_ms" in metrics:
+            log.info(
+                "debug.comm_delay_ms injected %.2f ms of communication per step (%.1f buckets): "
+                "exposed communication lies between 0 and that plus the collectives' own time",
+                metrics["comm_delay_injected_ms"], metrics["comm_delay_buckets"],
+            )  # fmt: skip
+        if warning := (result.get("trace") or {}).get("warning"):
+            log.warning("trace: %s", warning)
+        if "mfu" in metrics:
+            log.info(
+                "model FLOPs: %.1f TFLOP/s per device, MFU %.1f%% of the %s TFLOP/s peak",
+                metrics["model_tflops_per_device"], 100 * metrics["mfu"], metrics["peak_tflops"],
+            )  # fmt: skip
+        if "launch_to_first_step_s" in metrics:
+            log.info(
+                "first step done %.1f s after launch (the step itself %.2f s); %.1f s per run "
+                "outside the task (process start, rendezvous, set-up, teardown)",
+                metrics["launch_to_first_step_s"], metrics.get("first_step_s", float("nan")),
+                metrics.get("overhead_s", float("nan")),
+            )  # fmt: skip

@@ -1,0 +1,29 @@
+"""Classes the config names by their import path (``strategy._target_``, ``task._target_``),
+imported as Hydra's ``instantiate`` would, with one sentence naming the key when that fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hydra.utils
+
+from linkbench.config.schema import require
+from linkbench.errors import ConfigError
+
+
+def import_class(key: str, target: str, base: str, has: str = "check") -> Any:
+    """The class ``key`` names, which must be a subclass of ``base`` (a dotted name: the
+    importing layer may not import it): one with the attribute ``has``."""
+    try:
+        cls = hydra.utils.get_class(target)
+    except Exception as error:  # Hydra wraps the import's own error
+        cause = error.__cause__ or error
+        raise ConfigError(
+            f"{key}={target} cannot be imported ({type(cause).__name__}: {cause}); name a "
+            f"{base} subclass.".replace("\n", " ")
+        ) from None
+    require(
+        isinstance(cls, type) and hasattr(cls, has),
+        f"{key}={target} is not a {base} subclass; name one (see docs/extending.md).",
+    )
+    return cls
