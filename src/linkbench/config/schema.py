@@ -605,9 +605,11 @@ class Config:
         self._check_checkpoint()
         self._check_budget()
         self._check_debug()
-        self._check_model_and_data()
         self._check_strategy()
-        self._check_speed()
+        require(
+            self.compile_mode in COMPILE_MODES,
+            f"compile_mode={self.compile_mode} is not one of {', '.join(COMPILE_MODES)}.",
+        )
 
     @property
     def job_runs(self) -> int:
@@ -656,9 +658,13 @@ class Config:
             f"steps={self.steps}, or null.",
         )
 
+    def check_training(self) -> None:
+        """The rules of a job that trains (``Task.trains``), run once, in the plan: the
+        model against the data, and the step's execution mode against the rest."""
+        self._check_model_and_data()
+        self._check_speed()
+
     def _check_model_and_data(self) -> None:
-        if self.task.name != "train":
-            return
         m, d = self.model, self.data
         if m.input == ModelInput.tokens:
             require(
@@ -684,12 +690,6 @@ class Config:
         )
 
     def _check_speed(self) -> None:
-        require(
-            self.compile_mode in COMPILE_MODES,
-            f"compile_mode={self.compile_mode} is not one of {', '.join(COMPILE_MODES)}.",
-        )
-        if self.task.name != "train":
-            return
         if self.compile:
             require(
                 self.untimed_steps >= COMPILE_STEPS,

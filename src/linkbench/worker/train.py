@@ -313,6 +313,7 @@ class Train(Task):
 
     @classmethod
     def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
+        config.check_training()
         require(
             not config.cuda_graphs or device_type == "cuda",
             "cuda_graphs=true needs a CUDA GPU and none is visible; remove cuda_graphs=true.",
