@@ -88,6 +88,21 @@ def test_an_undecided_comparison_runs_to_max_rounds_and_says_so(tmp_path):
     assert summary is not None and "raise hydra.sweeper.max_rounds" in summary
 
 
+def test_a_comparison_beyond_deciding_stops_early_and_the_summary_says_what_it_would_need(
+    tmp_path,
+):
+    jobs = [job for job in JOBS if "batch=32" in job]  # A/A at CV 10 %: ±2 % is out of reach
+    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8), min_rounds=3)
+    ran = _sweep(rounds, random.Random(5))
+    assert len(ran) < 8
+    assert rounds.stopped == "every comparison decided or beyond deciding (1)"
+    record = json.loads((tmp_path / ROUNDS_FILE).read_text())
+    assert record["rounds"][len(ran) - 1]["futile"]["interconnect=nvlink vs pcie"] < 0.05
+    summary = write_summary(tmp_path, plots=False)
+    assert summary is not None and "as beyond deciding" in summary
+    assert "an equal verdict would need a margin of" in summary
+
+
 def test_a_sweep_with_nothing_to_compare_runs_min_rounds(tmp_path):
     jobs = [["interconnect=pcie", f"batch={b}"] for b in (32, 256)]
     rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8), min_rounds=3)

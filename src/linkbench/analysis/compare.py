@@ -9,10 +9,16 @@ interval from runs and a verdict (:mod:`linkbench.analysis.stats`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from linkbench.analysis.sequential import Design
+from linkbench.analysis.sequential import (
+    FIRST_FUTILITY_LOOK,
+    FUTILE_BELOW,
+    Design,
+    chance_to_decide,
+)
 from linkbench.analysis.stats import (
     CONFIDENCE,
     DEFAULT_MARGIN,
@@ -52,6 +58,43 @@ class Comparison:
     """The same comparison without the rounds of those runs."""
     accuracy: Interval | None = None
     """The arm's held-out accuracy minus the baseline's (fractions; with eval on real data)."""
+    design: Design | None = None
+    """An adaptive sweep's design (its intervals are repeated ones)."""
+    confidence: float = CONFIDENCE
+
+    @property
+    def pairs(self) -> int:
+        """Rounds both sides ran."""
+        return min(self.ratio.runs)
+
+    def chance_to_decide(self) -> float | None:
+        """Under an adaptive sweep's design, the chance that its last round decides this
+        comparison at the spread seen so far (:func:`sequential.chance_to_decide`)."""
+        r = self.ratio
+        if self.design is None or r.method != "sequential" or not r.sd:
+            return None
+        mean = math.log(r.estimate)
+        chance = chance_to_decide(mean, r.sd, self.pairs, self.design, self.margin, self.confidence)
+        return float(chance)
+
+    @property
+    def futile(self) -> bool:
+        """Undecided, with rounds left, and beyond deciding in them: an adaptive sweep
+        stops it."""
+        if self.design is None or not FIRST_FUTILITY_LOOK <= self.pairs < self.design.max_rounds:
+            return False
+        chance = self.chance_to_decide()
+        return self.verdict == "inconclusive" and chance is not None and chance < FUTILE_BELOW
+
+    def equal_margin_needed(self) -> float | None:
+        """The margin within which the last look's interval could call it equal, at the
+        spread seen so far (None without a design)."""
+        if self.design is None or not self.ratio.sd:
+            return None
+        last = self.design.max_rounds
+        return math.expm1(
+            self.design.t_bound(last, self.confidence) * self.ratio.sd / math.sqrt(last)
+        )
 
     @property
     def accuracy_verdict(self) -> str | None:
@@ -110,7 +153,10 @@ def compare_configurations(
         step_diff = difference_interval(step, base_step, step_pairs, confidence, design)
     higher = not lower_is_better(metric)
     decided = verdict(ratio, margin, higher_is_better=higher)
-    found = Comparison(arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff)
+    found = Comparison(
+        arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff,
+        design=design, confidence=confidence,
+    )  # fmt: skip
     accuracy, base_accuracy = arm.values("eval_accuracy"), base.values("eval_accuracy")
     if accuracy and base_accuracy and "synthetic" not in (arm.first("data"), base.first("data")):
         pairs = _pairs(arm, base, "eval_accuracy")

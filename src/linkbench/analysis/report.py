@@ -69,7 +69,9 @@ ADAPTIVE_METHOD = (
     "the true ratio with that probability, so the verdict where the sweep stopped keeps "
     "it. faster/slower: the interval excludes 1 and the estimate lies outside "
     "±{margin:.0%}; equal: the whole interval lies inside ±{margin:.0%}; inconclusive: "
-    "neither, when max_rounds or budget_s ran out first."
+    "neither, when max_rounds or budget_s ran out first, or when, from round 4 on, the rounds "
+    "left would decide it with a chance below 5 % at the spread seen so far (conditional "
+    "power; a stop for futility never declares a difference)."
 )
 ONE_BY_ONE = (
     "Each comparison's 5 % error stands alone: of {m} A/A comparisons, each may read faster "
@@ -118,8 +120,18 @@ def verdict_line(c: Comparison) -> str:
     if c.verdict == "equal":
         line += f" (within ±{c.margin:.0%})"
     line += _accuracy(c)
-    if c.verdict == "inconclusive" and c.ratio.method == "sequential":
-        line += " (undecided when the rounds ran out; raise hydra.sweeper.max_rounds)"
+    if c.futile:
+        chance, needed = c.chance_to_decide() or 0.0, c.equal_margin_needed() or 0.0
+        line += (
+            f" (stopped after {c.pairs} rounds as beyond deciding: at this spread, "
+            f"{c.design.max_rounds if c.design else ''} rounds would decide it with a chance of "
+            f"{chance:.0%}; an equal verdict would need a margin of ±{needed:.0%})"
+        )
+    elif c.verdict == "inconclusive" and c.ratio.method == "sequential":
+        line += (
+            " (undecided when the rounds ran out; raise hydra.sweeper.max_rounds or "
+            "hydra.sweeper.budget_s)"
+        )
     elif c.verdict == "inconclusive":
         line += " (repeats=auto runs rounds until it is decided)"
     if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:

@@ -21,6 +21,16 @@ simulating that law with a fixed seed, look by look, each boundary the quantile 
 the paths crossing first at that look the share the spending function assigns to it.
 Normal-theory z boundaries converted to t at their nominal levels would let 6 % of A/A
 comparisons at 8 rounds read faster or slower; these keep it at 5 %.
+
+A comparison that the remaining rounds would almost surely leave undecided is stopped for
+futility (stochastic curtailment: K. K. G. Lan, R. Simon and M. Halperin, "Stochastically
+curtailed tests in long-term clinical trials", Communications in Statistics C 1, 1982):
+:func:`chance_to_decide` is the conditional power, the probability that the last look
+decides it (equal, faster or slower) if the true log ratio and its spread are those seen so
+far; below :data:`FUTILE_BELOW`, from the look at :data:`FIRST_FUTILITY_LOOK` rounds on,
+its jobs stop running. A futility stop never declares a
+difference, so it only lowers the false-verdict rate (a non-binding futility rule); the
+tests show that it keeps the power to find a real 10 % difference.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.stats import norm
@@ -40,6 +51,11 @@ DEFAULT_SPENDING = "obrien_fleming"
 FIRST_LOOK = 2  # paired rounds: the first look with a spread
 PATHS = 400_000  # simulated A/A sweeps per design: the total error within ±0.001 (2 sd)
 SEED = 20261203
+FUTILE_BELOW = 0.05  # conditional power under which a comparison stops for futility
+# The first look that may stop for futility: with 3 pairs the spread has 2 degrees of freedom,
+# too few to call a comparison hopeless (from 3, a real 10 % difference at CV 5 % was found
+# in 82 % of simulated sweeps instead of 85 %; from 4, in 84 %).
+FIRST_FUTILITY_LOOK = 4
 
 
 def spent(t: float, alpha: float, spending: str) -> float:
@@ -116,6 +132,28 @@ class Design:
             f"spending of {name} type, looking after every round "
             "(src/linkbench/analysis/sequential.py)"
         )
+
+
+def chance_to_decide(
+    mean: Any, sd: Any, pairs: int, design: Design, margin: float, confidence: float = 0.95
+) -> Any:
+    """The probability that the design's last look decides a comparison (equal, faster or
+    slower) whose ``pairs`` paired log ratios so far have ``mean`` and ``sd``, if those are
+    the truth (scalars or numpy arrays). The final mean then is normal around ``mean`` with
+    the spread of the rounds still to run; the final half-width is the last look's bound
+    times the spread seen. 0 once the last look is past."""
+    last = design.max_rounds
+    if pairs >= last:
+        return np.zeros_like(np.asarray(mean, dtype=float))
+    half = design.t_bound(last, confidence) * np.asarray(sd) / math.sqrt(last)
+    left = np.maximum(np.asarray(sd) * math.sqrt(last - pairs) / last, 1e-12)
+    edge = math.log1p(margin)  # the margin on the log scale
+    cut = np.maximum(half, edge)  # outside the margin, and the interval excludes 0
+    differ = norm.sf((cut - mean) / left) + norm.cdf((-cut - mean) / left)
+    inside = np.maximum(edge - half, 0.0)  # the whole interval within the margin
+    within = norm.cdf((inside - mean) / left) - norm.cdf((-inside - mean) / left)
+    equal = np.where(inside > 0, within, 0.0)
+    return differ + equal
 
 
 def sweep_design(sweep_dir: Path) -> Design | None:

@@ -17,8 +17,10 @@ With ``repeats=auto`` (the default) the rounds are adaptive (:class:`AdaptiveRou
 each round the sweeper reads the jobs' results, computes every comparison's verdict as the
 summary does, with the repeated intervals of :mod:`linkbench.analysis.sequential`, and runs
 another round only of the jobs that undecided comparisons need, until all are decided, or
-``hydra.sweeper.max_rounds`` or ``hydra.sweeper.budget_s`` runs out. Every round's verdicts
-and the reason it stopped go to the sweep's rounds.json.
+``hydra.sweeper.max_rounds`` or ``hydra.sweeper.budget_s`` runs out. From round 4 on (and
+after ``min_rounds``) a comparison that the rounds left would decide with a chance below 5 %
+at the spread seen so far stops too, undecided (futility). Every round's verdicts, the
+comparisons it stopped for futility, and the reason the sweep stopped go to rounds.json.
 """
 
 from __future__ import annotations
@@ -187,11 +189,17 @@ class AdaptiveRounds:
         undecided = [c for c in comparisons if c.verdict == "inconclusive"]
         if r >= self.design.max_rounds:
             return self._stop(f"max_rounds={self.design.max_rounds} reached", undecided)
+        futile = [c for c in undecided if c.futile] if r >= self.min_rounds else []
+        if futile:
+            chances = {_name(c): round(c.chance_to_decide() or 0.0, 4) for c in futile}
+            self.rounds[-1]["futile"] = chances
+            undecided = [c for c in undecided if not c.futile]
         if r >= self.min_rounds:
             if not comparisons:
                 return self._stop(f"min_rounds={self.min_rounds} done, nothing to compare", [])
             if not undecided:
-                return self._stop("every comparison decided", [])
+                beyond = f" or beyond deciding ({len(futile)})" if futile else ""
+                return self._stop(f"every comparison decided{beyond}", [])
             needed = [
                 job
                 for job in self.jobs
@@ -207,11 +215,12 @@ class AdaptiveRounds:
                 f"(about {estimate:.0f} s more after {elapsed:.0f} s)",
                 undecided,
             )
+        beyond = f" ({len(futile)} beyond deciding)" if futile else ""
         log.info(
-            "round %d of at most %d: %d of %d comparisons decided; round %d runs %d job(s), "
+            "round %d of at most %d: %d of %d comparisons decided%s; round %d runs %d job(s), "
             "about %.0f s",
             r, self.design.max_rounds, len(comparisons) - len(undecided), len(comparisons),
-            r + 1, len(needed), estimate,
+            beyond, r + 1, len(needed), estimate,
         )  # fmt: skip
         return self._start(needed)
 
