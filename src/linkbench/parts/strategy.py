@@ -88,6 +88,10 @@ class Parallel:
     """Whether it runs under fp16's GradScaler."""
     hooks_buckets: ClassVar[bool] = False
     """Whether it has DDP's gradient buckets: ``comm_hook`` and ``debug.comm_delay_ms``."""
+    bf16_hint: ClassVar[str] = ""
+    """Its own way out of fp16's GradScaler, for the refusal's sentence."""
+    compression_hint: ClassVar[str] = ""
+    """Its own way to compress gradients, for the refusal of a DDP comm hook."""
 
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
         raise NotImplementedError
@@ -105,7 +109,7 @@ class Parallel:
         require(
             cls.scales_gradients or not config.precision.grad_scaler,
             f"strategy={s} with precision={config.precision.name}'s GradScaler is not "
-            f"supported; use precision=bf16{cls._bf16_hint()}.",
+            f"supported; use precision=bf16{cls.bf16_hint}.",
         )
         delay = config.debug.comm_delay_ms
         require(
@@ -116,16 +120,8 @@ class Parallel:
         require(
             cls.hooks_buckets or config.comm_hook.hook is None,
             f"comm_hook={config.comm_hook.name} is a DDP communication hook and strategy={s} "
-            f"has none; use comm_hook=none{cls._compression_hint()}.",
+            f"has none; use comm_hook=none{cls.compression_hint}.",
         )
-
-    @classmethod
-    def _bf16_hint(cls) -> str:
-        return ""
-
-    @classmethod
-    def _compression_hint(cls) -> str:
-        return ""
 
     def build_optimizer(
         self, config: Config, lr: float, device: torch.device, grad_scaler: bool,
@@ -301,13 +297,8 @@ class ZeroOne(DataParallel):
 class FullyShardedParallel(Parallel):
     """FSDP2 ``fully_shard`` per block, then the root."""
 
-    @classmethod
-    def _bf16_hint(cls) -> str:
-        return " or strategy.param_dtype=bfloat16"
-
-    @classmethod
-    def _compression_hint(cls) -> str:
-        return ", or strategy.reduce_dtype=bfloat16 to compress FSDP's gradients"
+    bf16_hint = " or strategy.param_dtype=bfloat16"
+    compression_hint = ", or strategy.reduce_dtype=bfloat16 to compress FSDP's gradients"
 
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
         from torch.distributed.device_mesh import init_device_mesh
