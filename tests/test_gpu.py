@@ -205,6 +205,11 @@ def test_a_traced_resnet50_job_has_kernels_an_overlap_figure_and_counters(tmp_pa
     hw = result["hw"]
     assert hw["available"], hw
     assert hw["gpu_util_pct_mean"] > 0 and hw["power_w_mean"] > 0
+    assert hw["sm_clock_mhz_mean"] > 100 and hw["temperature_c_mean"] > 0
+    # What the machine was doing at the run's start and end, from the launching process.
+    start = result["conditions"][0]["start"]
+    assert start["gpus"] and start["gpus"][0]["sm_clock_mhz"] > 0, start
+    assert isinstance(start["gpus"][0]["clock_reasons"], list)
     # data=fake copies every batch from the host: PCIe carried bytes.
     assert hw.get("pcie_rx_bytes_per_step", 0) > 0 or hw.get("pcie_tx_gbps_mean", 0) > 0
     witness = result["transport"]["hardware"]

@@ -52,6 +52,10 @@ def test_default_job_trains_two_gloo_ranks_and_logs_everything(default_job):
     # Two fresh runs of the measurement; the headline is their median.
     runs = [m["samples_per_sec"] for m in result["repeat_metrics"]]
     assert len(runs) == 2 and metrics["samples_per_sec"] == pytest.approx(sum(runs) / 2)
+    # What the machine was doing at each run's start and end (no GPU here: NVML says why).
+    assert len(result["conditions"]) == 2
+    start = result["conditions"][0]["start"]
+    assert start["load_1m"] >= 0 and start["cpus"] >= 1 and "gpus_unavailable" in start
     # TensorBoard: one run (the job directory itself), with the scalars, config and hparams.
     assert event_dirs(job.parent) == {job}
     events = EventAccumulator(str(job))

@@ -23,6 +23,7 @@ from linkbench.analysis.compare import (
     scaling_rows,
     sweep_comparisons,
 )
+from linkbench.analysis.conditions import drifted
 from linkbench.analysis.sequential import Design, sweep_design
 from linkbench.analysis.stats import (
     CONFIDENCE,
@@ -72,6 +73,12 @@ ADAPTIVE_METHOD = (
     "neither, when max_rounds or budget_s ran out first, or when, from round 4 on, the rounds "
     "left would decide it with a chance below 5 % at the spread seen so far (conditional "
     "power; a stop for futility never declares a difference)."
+)
+DRIFT_NOTE = (
+    "What the machine was doing differed for these jobs from the other jobs of their round "
+    "(host load at a run's start or end, the GPU's mean SM clock or temperature over the "
+    "timed steps, clocks held down for power or heat; src/linkbench/analysis/conditions.py): "
+    "a reason to read their runs with care. Nothing is dropped for it."
 )
 ONE_BY_ONE = (
     "Each comparison's 5 % error stands alone: of {m} A/A comparisons, each may read faster "
@@ -223,6 +230,8 @@ def markdown(
             family = BONFERRONI if confidence > CONFIDENCE else ONE_BY_ONE
             method += " " + family.format(m=m, confidence=100 * confidence)
         out += ["", method, ""]
+    if unlike := drifted(jobs):
+        out += ["## Runs unlike their round mates", "", DRIFT_NOTE, "", *unlike, ""]
     if scaling:
         out += ["## Scaling with devices", "", SCALING_NOTE, "", *_scaling_table(scaling), ""]
     if convergence := _convergence(configs, tolerance):

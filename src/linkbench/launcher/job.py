@@ -34,6 +34,7 @@ from linkbench.files import (
     rank_log,
     read_json,
 )
+from linkbench.launcher.conditions import snapshot
 from linkbench.launcher.failures import first_failure, first_recorded_failure
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
 from linkbench.launcher.progress import ProgressBar, console_is_terminal
@@ -148,6 +149,7 @@ def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> Non
             c.interconnect.name, which,
         )  # fmt: skip
         (Path(plan.job_dir) / METRICS_FILE).unlink(missing_ok=True)
+        started = snapshot()
         launched_at = time.time()
         bar = console_is_terminal() and not plan.in_place
         try:
@@ -155,6 +157,7 @@ def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> Non
                 returns = launch(run, show_rank0=not bar)
         finally:
             record.add_transport(check_transport(run))
+        record.add_conditions({"start": started, "end": snapshot()})
         returned = dict(returns[0])
         metrics = returned.pop("metrics")
         timeline = returned.pop("timeline", {})

@@ -149,6 +149,11 @@ class JobRecord:
         self.runs.append(metrics)
         self.fields.update(returned)
 
+    def add_conditions(self, conditions: dict[str, Any]) -> None:
+        """What the machine was doing at a run's start and end (``conditions``: one entry per
+        run, :mod:`linkbench.launcher.conditions`)."""
+        self.fields.setdefault("conditions", []).append(conditions)
+
     def add_transport(self, check: dict[str, Any]) -> None:
         self.transports.append(check)
 

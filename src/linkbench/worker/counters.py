@@ -2,14 +2,15 @@
 
 A sampler thread on each worker reads NVML (nvidia-ml-py) for its GPU ``hw_sample_hz``
 times a second, off the training loop's path: the share of time a kernel ran
-(``nvmlDeviceGetUtilizationRates().gpu``), memory used, power (milliwatts) and PCIe
-throughput (``nvmlDeviceGetPcieThroughput``, KB/s over NVML's 20 ms window). Cumulative
-counters are read once at the start and once at the end of the timed steps: NVLink data
-sent and received summed over every link (field values ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA
-_TX/_RX`` with scope ``UINT_MAX``, KiB) and PCIe bytes (``NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES``,
-on the H200 a 32-bit counter, whose one wrap between two reads is undone). Whatever the
-driver does not support is named in ``unsupported``; without a GPU or NVML the block says
-why; nothing here ever fails a job.
+(``nvmlDeviceGetUtilizationRates().gpu``), memory used, power (milliwatts), the SM clock
+and the temperature (which :mod:`linkbench.analysis.conditions` compares between the jobs of
+a round), and PCIe throughput (``nvmlDeviceGetPcieThroughput``, KB/s over NVML's 20 ms
+window). Cumulative counters are read once at the start and once at the end of the timed
+steps: NVLink data sent and received summed over every link (field values
+``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/_RX`` with scope ``UINT_MAX``, KiB) and PCIe bytes
+(``NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES``, on the H200 a 32-bit counter, whose one wrap
+between two reads is undone). Whatever the driver does not support is named in
+``unsupported``; without a GPU or NVML the block says why; nothing here ever fails a job.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ KIB = 1024
 NVLINK_TX, NVLINK_RX = 138, 139
 PCIE_TX_BYTES, PCIE_RX_BYTES = 197, 198
 COUNTER_WRAP_32 = 1 << 32
+# What each sample reads; the record keeps each one's mean over the timed steps.
+SAMPLED = (
+    "gpu_util_pct", "memory_used_gb", "power_w", "pcie_tx_gbps", "pcie_rx_gbps",
+    "sm_clock_mhz", "temperature_c",
+)  # fmt: skip
 # nvmlValueType_t -> the member of nvmlValue_t that holds it (nvml.h).
 VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
 
@@ -98,6 +104,8 @@ class CounterSampler:
             "power_w": lambda: nv.nvmlDeviceGetPowerUsage(h) / 1e3,
             "pcie_tx_gbps": lambda: nv.nvmlDeviceGetPcieThroughput(h, 0) * 1e3 / 1e9,
             "pcie_rx_gbps": lambda: nv.nvmlDeviceGetPcieThroughput(h, 1) * 1e3 / 1e9,
+            "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+            "temperature_c": lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
         }
         values = {name: self._read(name, read) for name, read in reads.items()}
         return {name: value for name, value in values.items() if value is not None}
@@ -144,7 +152,7 @@ class CounterSampler:
             "seconds": elapsed,
             "steps": steps,
         }
-        for name in ("gpu_util_pct", "memory_used_gb", "power_w", "pcie_tx_gbps", "pcie_rx_gbps"):
+        for name in SAMPLED:
             values = [s[name] for s in self.samples if name in s]
             if values:
                 out[f"{name}_mean"] = statistics.fmean(values)

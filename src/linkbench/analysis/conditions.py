@@ -1,0 +1,96 @@
+"""Runs whose machine was not like their round mates': what could explain a drift.
+
+Each job records the host's load and the GPUs' state at its run's start and end
+(``conditions``, :mod:`linkbench.launcher.conditions`) and, with GPU counters, the mean SM
+clock and temperature over its timed steps (``hw``, :mod:`linkbench.worker.counters`). The
+jobs of one round ran minutes apart on the same machine, so they should look alike; a job is
+named when
+
+- the host's 1-minute load at its start or end differs from the median of its round mates'
+  by one CPU's worth or a quarter of the CPUs, whichever is more (something else ran);
+- its mean SM clock over the timed steps differs from theirs by more than
+  :data:`CLOCK_SHARE` (the GPU clocked down or up);
+- its mean temperature differs by more than :data:`TEMPERATURE_C`;
+- NVML held its clocks down for power or heat at its start or end (:data:`THROTTLES`).
+
+Nothing is dropped for it: the summary names the job, beside the verdicts.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+CLOCK_SHARE = 0.03
+TEMPERATURE_C = 10.0
+# Clock reasons that slow a GPU down against its will (the rest are settings or idling).
+THROTTLES = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+
+
+def _load(result: dict[str, Any]) -> float | None:
+    runs = result.get("conditions") or []
+    loads = [
+        point.get("load_1m")
+        for run in runs[-1:]
+        for point in (run.get("start") or {}, run.get("end") or {})
+    ]
+    known = [x for x in loads if isinstance(x, (int, float))]
+    return max(known) if known else None
+
+
+def _throttles(result: dict[str, Any]) -> list[str]:
+    found: set[str] = set()
+    for run in (result.get("conditions") or [])[-1:]:
+        for when in ("start", "end"):
+            for gpu in (run.get(when) or {}).get("gpus", []):
+                for reason in gpu.get("clock_reasons") or []:
+                    if reason in THROTTLES:
+                        found.add(f"GPU {gpu.get('index')} {reason} at its {when}")
+    return sorted(found)
+
+
+def _hw(result: dict[str, Any], key: str) -> float | None:
+    value = (result.get("hw") or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def drifted(results: list[dict[str, Any]]) -> list[str]:
+    """One line per job whose conditions differ from its round mates' (see the module)."""
+    rounds: dict[Any, list[dict[str, Any]]] = {}
+    for result in results:
+        if result.get("status") == "completed":
+            rounds.setdefault(result.get("round"), []).append(result)
+    lines = []
+    for jobs in rounds.values():
+        for job in jobs:
+            mates = [j for j in jobs if j is not job]
+            if why := _differences(job, mates):
+                lines.append(f"- {job.get('job')}: {'; '.join(why)}")
+    return lines
+
+
+def _differences(job: dict[str, Any], mates: list[dict[str, Any]]) -> list[str]:
+    why = list(_throttles(job))
+    if not mates:
+        return why
+    load = _load(job)
+    others = [x for m in mates if (x := _load(m)) is not None]
+    if load is not None and others:
+        usual = statistics.median(others)
+        cpus = job.get("conditions", [{}])[-1].get("start", {}).get("cpus") or 1
+        if abs(load - usual) >= max(1.0, 0.25 * cpus):
+            why.append(f"host load {load:.1f} (1-minute average) against {usual:.1f} for its "
+                       "round mates")  # fmt: skip
+    clock = _hw(job, "sm_clock_mhz_mean")
+    clocks = [x for m in mates if (x := _hw(m, "sm_clock_mhz_mean")) is not None]
+    if clock is not None and clocks:
+        usual = statistics.median(clocks)
+        if usual and abs(clock / usual - 1) > CLOCK_SHARE:
+            why.append(f"SM clock {clock:,.0f} MHz over its timed steps against {usual:,.0f}")
+    temperature = _hw(job, "temperature_c_mean")
+    temperatures = [x for m in mates if (x := _hw(m, "temperature_c_mean")) is not None]
+    if temperature is not None and temperatures:
+        usual = statistics.median(temperatures)
+        if abs(temperature - usual) > TEMPERATURE_C:
+            why.append(f"GPU at {temperature:.0f} °C against {usual:.0f} °C")
+    return why
