@@ -54,3 +54,36 @@ def test_the_verdict_says_whether_accuracy_held(tmp_path, drop, said):
 
 def test_synthetic_data_gets_no_accuracy_verdict(tmp_path):
     assert "accuracy" not in _sweep(tmp_path, 0.012, data="synthetic")
+
+
+def test_a_sweep_over_seeds_pairs_each_seed_of_the_arm_with_the_same_seed_of_the_baseline(
+    tmp_path,
+):
+    """Seeds are the runs of a configuration (lr_scaling_cpu): each seed's data order and
+    weights are shared by both arms, so the seed's own effect on accuracy cancels in pairs.
+    Here it is ±3 points from seed to seed, and the arm is 1 point worse at every seed."""
+    for seed, luck in enumerate((0.03, -0.03, 0.0, 0.02)):
+        for scaling, accuracy in (("none", 0.90), ("linear", 0.89)):
+            name = f"scaling={scaling},seed={seed}"
+            (tmp_path / name).mkdir()
+            write_json(
+                tmp_path / name / RESULT_FILE,
+                {
+                    "status": "completed",
+                    "task": "train",
+                    "data": "digits",
+                    "seed": seed,
+                    "settings": {"scaling": scaling, "seed": seed},
+                    "metrics": {
+                        "samples_per_sec": 1000.0 * (1 + 0.001 * seed),
+                        "step_time_ms": 10.0,
+                        "eval_accuracy": accuracy + luck,
+                    },
+                },
+            )
+    summary = write_summary(tmp_path, axis="scaling", baseline="none", plots=False)
+    assert summary is not None
+    line = next(x for x in summary.splitlines() if "scaling=linear vs none" in x)
+    assert "4 vs 4 runs, paired" in line, line
+    # Unpaired, ±3 points of luck would hide the 1 point; paired, it is exact.
+    assert "**equal** (within ±2%), accuracy lower by 1.0 [1.0, 1.0] points" in line, line

@@ -3,6 +3,8 @@ lr_scaling_cpu study's summary."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -52,3 +54,15 @@ def test_the_lr_scaling_cpu_study_says_where_accuracy_held(tmp_path):
     assert {line.split(":")[0] for line in held} == {
         "- scaling=none", "- scaling=linear", "- scaling=sqrt"
     }  # fmt: skip
+    # Each rule against no scaling, paired by seed, speed and accuracy in one verdict: at
+    # global batch 32 every rule is the base rate, so training is the same to the last bit;
+    # at 512 the linear rule's 16x rate diverges.
+    verdicts = {x.split(": ")[0] + ": " + x.split(": ")[1]: x for x in done.stdout.splitlines()
+                if " vs none: " in x}  # fmt: skip
+    assert len(verdicts) == 6, verdicts
+    same = verdicts["- at batch=16: scaling=linear vs none"]
+    assert "paired" in same and "accuracy equal within ±0.5 points (0.0 [0.0, 0.0] points)" in same
+    diverged = verdicts["- at batch=256: scaling=linear vs none"]
+    drop = re.search(r"accuracy (?:lower by |undecided \()-?(\d+\.\d)", diverged)
+    assert drop and float(drop.group(1)) > 20, diverged  # 3 seeds: its interval may hold 0
+    assert "hold together" in done.stdout  # six verdicts, Bonferroni

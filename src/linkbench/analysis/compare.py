@@ -125,9 +125,10 @@ class Comparison:
 
 
 def _pairs(arm: Configuration, base: Configuration, key: str) -> list[tuple[float, float]]:
-    """(arm, baseline) values of the rounds both ran, when they ran in interleaved rounds."""
-    a, b = arm.by_round(key), base.by_round(key)
-    return [(a[r], b[r]) for r in sorted(set(a) & set(b))]
+    """(arm, baseline) values of the rounds (and seeds) both ran, when they ran in
+    interleaved rounds or over the same seeds."""
+    a, b = arm.paired(key), base.paired(key)
+    return [(a[r], b[r]) for r in sorted(set(a) & set(b), key=str)]
 
 
 def compare_configurations(

@@ -110,6 +110,12 @@ def _mean(mean: Mean | None, unit: str) -> str:
     return f"{mean.mean:,.1f} [{mean.low:,.1f}, {mean.high:,.1f}] {unit} ({mean.runs} runs)"
 
 
+def _seeds_are_runs(config: Configuration) -> bool:
+    """Whether a configuration's runs are the seeds of a sweep over seeds, not rounds."""
+    runs = config.runs()
+    return all(r.round is None for r in runs) and len({r.seed for r in runs}) == len(runs) > 1
+
+
 def verdict_line(c: Comparison) -> str:
     """One sentence per comparison: estimate, interval, runs, verdict."""
     where = f"at {c.where}: " if c.where else ""
@@ -139,6 +145,8 @@ def verdict_line(c: Comparison) -> str:
             " (undecided when the rounds ran out; raise hydra.sweeper.max_rounds or "
             "hydra.sweeper.budget_s)"
         )
+    elif c.verdict == "inconclusive" and _seeds_are_runs(c.arm):
+        line += " (its runs are seeds: sweep more seeds to narrow it)"
     elif c.verdict == "inconclusive":
         line += " (repeats=auto runs rounds until it is decided)"
     if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:

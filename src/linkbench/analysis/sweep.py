@@ -35,6 +35,7 @@ class Run:
     round: int | None
     job: str | None = None
     """The job's directory name in its sweep."""
+    seed: int | None = None
 
 
 @dataclass
@@ -62,19 +63,20 @@ class Configuration:
         for job in self.jobs:
             if job.get("status") == "completed":
                 for metrics in job.get("repeat_metrics") or [job["metrics"]]:
-                    out.append(Run(metrics, job.get("round"), job.get("job")))
+                    out.append(Run(metrics, job.get("round"), job.get("job"), job.get("seed")))
         return out
 
     def values(self, key: str) -> list[float]:
         return [r.metrics[key] for r in self.runs() if isinstance(r.metrics.get(key), (int, float))]
 
-    def by_round(self, key: str) -> dict[int, float]:
-        """round -> value, for runs of interleaved rounds (one run per round)."""
-        return {
-            r.round: r.metrics[key]
-            for r in self.runs()
-            if r.round is not None and isinstance(r.metrics.get(key), (int, float))
-        }
+    def paired(self, key: str) -> dict[tuple[int | None, int | None], float]:
+        """(round, seed) -> value, for runs another configuration can pair with its own: one
+        run per round of interleaved rounds, or one per seed of a sweep over seeds (both arms
+        of a comparison then start from the same weights and data order)."""
+        runs = [r for r in self.runs() if isinstance(r.metrics.get(key), (int, float))]
+        seeds = {r.seed for r in runs}
+        by_seed = len(seeds) == len(runs) > 1
+        return {(r.round, r.seed): r.metrics[key] for r in runs if r.round is not None or by_seed}
 
     def outliers(self, key: str) -> list[Run]:
         """Runs far from the configuration's others on the log scale (see OUTLIER_Z)."""
