@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
@@ -24,6 +25,15 @@ QUICK = ["steps=6", "untimed_steps=2", "log_every=2", "batch=4"]
 # Tests compose configs as on a machine without a GPU (model=auto is tiny, precision=auto
 # fp32), whatever this machine has; tests of GPU paths say so (tests/test_gpu.py).
 register(project_root=REPO, cuda_devices=0)
+
+# pytest-xdist runs several tests at once: each test, and each rank of the jobs it starts,
+# gets its share of the cores, so that a many-core machine running many tests is not
+# oversubscribed (a job's ranks otherwise take every core each; tests that time a stop or a
+# stall then fail for want of CPU).
+_CORES = len(os.sched_getaffinity(0))
+_TESTS_AT_ONCE = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+CORES_PER_TEST = max(1, _CORES // _TESTS_AT_ONCE)
+torch.set_num_threads(CORES_PER_TEST)
 
 
 @pytest.fixture
@@ -42,14 +52,18 @@ def load_result(job_dir: Path) -> dict:
     return json.loads((job_dir / "result.json").read_text())
 
 
-def clean_env(gpus: bool = False) -> dict[str, str]:
+def clean_env(gpus: bool = False, python_path: Path | None = None) -> dict[str, str]:
     """The test process's environment without NCCL or torchelastic variables, and without
-    GPUs unless ``gpus`` (the CPU suite's jobs run as on a CPU box on any machine)."""
+    GPUs unless ``gpus`` (the CPU suite's jobs run as on a CPU box on any machine); with
+    ``python_path`` first on PYTHONPATH (where the machine's own entries stay)."""
     drop = ("NCCL_", "TORCHELASTIC_", "MASTER_", "LOCAL_RANK", "RANK", "WORLD_SIZE")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("OMP_NUM_THREADS", str(max(1, CORES_PER_TEST // 2)))  # a job has 2 ranks
     if not gpus:
         env["CUDA_VISIBLE_DEVICES"] = ""
+    if python_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(python_path), env.get("PYTHONPATH")]))
     return env
 
 

@@ -65,7 +65,7 @@ def _outside_strategy(tmp_path):
     (conf / "per_parameter.yaml").write_text(
         "name: per_parameter\n_target_: my_strategies.per_parameter.PerParameter\n"
     )
-    return tmp_path / "conf", clean_env() | {"PYTHONPATH": str(tmp_path / "lab")}
+    return tmp_path / "conf", clean_env(python_path=tmp_path / "lab")
 
 
 def test_a_strategy_from_outside_the_package_trains_like_ddp(tmp_path):
@@ -163,7 +163,7 @@ def _outside_task(tmp_path):
         "name: barrier\n_target_: my_tasks.barrier.Barrier\nwarmup_iters: 5\niters: 50\n"
         "options: {extra_us: 0}\n"
     )
-    return tmp_path / "conf", clean_env() | {"PYTHONPATH": str(tmp_path / "lab")}
+    return tmp_path / "conf", clean_env(python_path=tmp_path / "lab")
 
 
 def test_a_task_and_its_metric_from_outside_the_package_run_and_are_judged(tmp_path):

@@ -52,7 +52,7 @@ def test_default_job_trains_two_gloo_ranks_and_logs_everything(default_job):
     # Two fresh runs of the measurement; the headline is their median.
     runs = [m["samples_per_sec"] for m in result["repeat_metrics"]]
     assert len(runs) == 2 and metrics["samples_per_sec"] == pytest.approx(sum(runs) / 2)
-    # What the machine was doing at each run's start and end (no GPU here: NVML says why).
+    # What the machine was doing at each run's start and end (the job sees no GPU: it says why).
     assert len(result["conditions"]) == 2
     start = result["conditions"][0]["start"]
     assert start["load_1m"] >= 0 and start["cpus"] >= 1 and "gpus_unavailable" in start
@@ -172,7 +172,7 @@ def test_a_model_from_outside_the_package_trains_from_one_yaml_file(tmp_path):
         "base_lr: 0.05\n"
     )
     job = tmp_path / "job"
-    env = clean_env() | {"PYTHONPATH": str(tmp_path / "lab")}
+    env = clean_env(python_path=tmp_path / "lab")
     args = ["--config-dir", str(tmp_path / "conf"), "model=wide_mlp", *QUICK]
     done = run_cli([*args, f"hydra.run.dir={job}"], env=env)
     assert done.returncode == 0, done.stderr[-3000:]
