@@ -211,7 +211,7 @@ def test_a_traced_resnet50_job_has_kernels_an_overlap_figure_and_counters(tmp_pa
     assert start["gpus"] and start["gpus"][0]["sm_clock_mhz"] > 0, start
     assert isinstance(start["gpus"][0]["clock_reasons"], list)
     # data=fake copies every batch from the host: PCIe carried bytes.
-    assert hw.get("pcie_rx_bytes_per_step", 0) > 0 or hw.get("pcie_tx_gbps_mean", 0) > 0
+    assert hw.get("pcie_rx_bytes_per_step", 0) > 0 or hw.get("pcie_tx_gb_s_mean", 0) > 0
     witness = result["transport"]["hardware"]
     assert witness["witnessed"] is None  # one GPU: no traffic between GPUs to witness
 

@@ -38,8 +38,8 @@ COMM_DELAY_RANGE = "linkbench:comm_delay"
 # (``headline``; the task's class says it: linkbench.worker.task).
 RECORDED_BEFORE_HEADLINES = {
     "train": "samples_per_sec",
-    "allreduce": "busbw_gbps_peak",
-    "links": "host_to_device_gbps",
+    "allreduce": "busbw_gb_s_peak",
+    "links": "host_to_device_gb_s",
 }
 
 

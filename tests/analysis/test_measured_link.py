@@ -17,17 +17,17 @@ ALLREDUCE_JOB = {
     "task": "allreduce",
     "world_size": 2,
     "collectives": [
-        {"op": "all_reduce", "bytes": 1_000_000, "busbw_gbps": 10.0},
-        {"op": "all_reduce", "bytes": 100_000_000, "busbw_gbps": 100.0},
+        {"op": "all_reduce", "bytes": 1_000_000, "busbw_gb_s": 10.0},
+        {"op": "all_reduce", "bytes": 100_000_000, "busbw_gb_s": 100.0},
     ],
 }
 
 
 def test_bus_bandwidth_is_interpolated_on_log_axes_and_clamped():
     curve = MeasuredLink.from_result(ALLREDUCE_JOB, "job")
-    assert curve.busbw_gbps("all_reduce", 10_000_000) == pytest.approx(math.sqrt(10 * 100))
-    assert curve.busbw_gbps("all_reduce", 1_000) == 10.0  # below the smallest size
-    assert curve.busbw_gbps("all_reduce", 10**10) == 100.0  # above the largest
+    assert curve.busbw_gb_s("all_reduce", 10_000_000) == pytest.approx(math.sqrt(10 * 100))
+    assert curve.busbw_gb_s("all_reduce", 1_000) == 10.0  # below the smallest size
+    assert curve.busbw_gb_s("all_reduce", 10**10) == 100.0  # above the largest
 
 
 def test_comm_time_by_hand():
@@ -41,7 +41,7 @@ def test_comm_time_by_hand():
 
 def test_a_job_without_bus_bandwidth_is_refused():
     with pytest.raises(ValueError, match="task=allreduce job of two or more ranks"):
-        MeasuredLink.from_result({"task": "allreduce", "collectives": [{"busbw_gbps": 0}]}, "j")
+        MeasuredLink.from_result({"task": "allreduce", "collectives": [{"busbw_gb_s": 0}]}, "j")
 
 
 def test_project_command_uses_the_measured_curve_and_says_so(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from linkbench.analysis.projection import LINKS, inputs_from_result, project, ring_allreduce_ms
-from linkbench.link.bandwidth import bandwidths_gbps
+from linkbench.link.bandwidth import bandwidths_gb_s
 from linkbench.link.topology import gpu_topology, link_warnings
 from linkbench.worker.collectives import message_sizes
 from linkbench.worker.probe import exposed_interval, noise_note, window_sizes
@@ -21,9 +21,9 @@ from ..conftest import run_cli
 
 def test_busbw_follows_nccl_tests_definitions():
     # 1 GB in 10 ms: algbw 100 GB/s; all_reduce on 8 ranks: x 2*7/8; all_gather: x 7/8.
-    assert bandwidths_gbps("all_reduce", 10**9, 0.01, 8) == pytest.approx((100.0, 175.0))
-    assert bandwidths_gbps("all_gather", 10**9, 0.01, 8) == pytest.approx((100.0, 87.5))
-    assert bandwidths_gbps("reduce_scatter", 10**9, 0.01, 2) == pytest.approx((100.0, 50.0))
+    assert bandwidths_gb_s("all_reduce", 10**9, 0.01, 8) == pytest.approx((100.0, 175.0))
+    assert bandwidths_gb_s("all_gather", 10**9, 0.01, 8) == pytest.approx((100.0, 87.5))
+    assert bandwidths_gb_s("reduce_scatter", 10**9, 0.01, 2) == pytest.approx((100.0, 50.0))
 
 
 def test_message_sizes_double_from_min_to_max():
@@ -50,12 +50,12 @@ def test_allreduce_task_on_four_gloo_ranks(tmp_path):
     ]
     for r in rows:
         factor = 2 * 3 / 4 if r["op"] == "all_reduce" else 3 / 4
-        assert float(r["busbw_gbps"]) == pytest.approx(float(r["algbw_gbps"]) * factor, rel=1e-6)
-    peak = max(float(r["busbw_gbps"]) for r in rows if r["op"] == "all_reduce")
-    assert result["metrics"]["busbw_gbps_peak"] == pytest.approx(peak)
+        assert float(r["busbw_gb_s"]) == pytest.approx(float(r["algbw_gb_s"]) * factor, rel=1e-6)
+    peak = max(float(r["busbw_gb_s"]) for r in rows if r["op"] == "all_reduce")
+    assert result["metrics"]["busbw_gb_s_peak"] == pytest.approx(peak)
     events = EventAccumulator(str(tmp_path))
     events.Reload()
-    points = events.Scalars("collectives/all_reduce/busbw_gbps")
+    points = events.Scalars("collectives/all_reduce/busbw_gb_s")
     assert [p.step for p in points] == [10, 11, 12, 13, 14]  # log2 of the message bytes
     assert "all_reduce" in done.stdout and "busbw" in done.stdout  # the console table
 

@@ -12,11 +12,11 @@ from linkbench.worker.links import format_table, matrix, slow_pairs
 
 
 def rows(p2p: dict[tuple[int, int], float]) -> list[dict]:
-    out = [{"kind": "h2d", "src": -1, "dst": g, "size_mb": 256, "gbps": 50.0} for g in range(4)]
+    out = [{"kind": "h2d", "src": -1, "dst": g, "size_mb": 256, "gb_s": 50.0} for g in range(4)]
     out += [
-        {"kind": "p2p", "src": i, "dst": j, "size_mb": 256, "gbps": v} for (i, j), v in p2p.items()
+        {"kind": "p2p", "src": i, "dst": j, "size_mb": 256, "gb_s": v} for (i, j), v in p2p.items()
     ]
-    out += [{"kind": "p2p", "src": i, "dst": j, "size_mb": 1, "gbps": 1.0} for (i, j) in p2p]
+    out += [{"kind": "p2p", "src": i, "dst": j, "size_mb": 1, "gb_s": 1.0} for (i, j) in p2p]
     return out
 
 

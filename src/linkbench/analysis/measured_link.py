@@ -38,7 +38,7 @@ class MeasuredLink:
 
     @classmethod
     def from_result(cls, result: dict[str, Any], source: str) -> MeasuredLink:
-        rows = [r for r in result.get("collectives", []) if r.get("busbw_gbps", 0) > 0]
+        rows = [r for r in result.get("collectives", []) if r.get("busbw_gb_s", 0) > 0]
         if result.get("task") != "allreduce" or not rows:
             raise ValueError(
                 f"{source} has no positive bus bandwidths: pass a task=allreduce job of two or "
@@ -46,11 +46,11 @@ class MeasuredLink:
             )
         curves: dict[str, list[tuple[float, float]]] = {}
         for row in rows:
-            curves.setdefault(row["op"], []).append((float(row["bytes"]), row["busbw_gbps"]))
+            curves.setdefault(row["op"], []).append((float(row["bytes"]), row["busbw_gb_s"]))
         return cls({op: sorted(points) for op, points in curves.items()}, source,
                    int(result.get("world_size", 0)))  # fmt: skip
 
-    def busbw_gbps(self, op: str, size: float) -> float:
+    def busbw_gb_s(self, op: str, size: float) -> float:
         """Bus bandwidth at ``size`` bytes: log-log interpolation, clamped at the ends."""
         points = self.curves.get(op) or self.curves["all_reduce"]
         sizes = [s for s, _ in points]
@@ -68,7 +68,7 @@ class MeasuredLink:
         if n < 2:
             return 0.0
         return sum(
-            m.count * m.size * bus_factor(m.op, n) / (self.busbw_gbps(m.op, m.size) * 1e9) * 1e3
+            m.count * m.size * bus_factor(m.op, n) / (self.busbw_gb_s(m.op, m.size) * 1e9) * 1e3
             for m in messages
         )
 

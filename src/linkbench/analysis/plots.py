@@ -165,7 +165,7 @@ def _plot_busbw_by_size(sweep_dir: Path, configs: list[Configuration]) -> Path |
         if job is None:
             continue
         rows = [r for r in job["collectives"] if r["op"] == "all_reduce"]
-        axes.plot([r["bytes"] for r in rows], [r["busbw_gbps"] for r in rows], marker=".",
+        axes.plot([r["bytes"] for r in rows], [r["busbw_gb_s"] for r in rows], marker=".",
                   label=config.label())  # fmt: skip
         drawn = True
     if not drawn:

@@ -32,7 +32,7 @@ from linkbench.files import RESULT_FILE, read_json
 @dataclass(frozen=True)
 class Link:
     name: str
-    bandwidth_gbps: float  # GB/s per direction per GPU, 1e9 bytes
+    bandwidth_gb_s: float  # GB/s per direction per GPU, 1e9 bytes
     latency_us: float  # per ring step
     source: str
 
@@ -73,7 +73,7 @@ def ring_allreduce_ms(n: int, size_bytes: float, link: Link) -> float:
     if n < 2:
         return 0.0
     latency = 2 * (n - 1) * link.latency_us / 1e3
-    return latency + 2 * (n - 1) / n * size_bytes / (link.bandwidth_gbps * 1e9) * 1e3
+    return latency + 2 * (n - 1) / n * size_bytes / (link.bandwidth_gb_s * 1e9) * 1e3
 
 
 def project(inputs: dict[str, float], n: int, link: Link) -> dict[str, float]:
@@ -106,7 +106,7 @@ def table(
         rows.append(f"{'measured':<8} {'curve':>6} {'':>6} " + _cells(measured))
     for link in links:
         cells = _cells([project(inputs, n, link) for n in gpus])
-        rows.append(f"{link.name:<8} {link.bandwidth_gbps:>6.1f} {link.latency_us:>6.1f} {cells}")
+        rows.append(f"{link.name:<8} {link.bandwidth_gb_s:>6.1f} {link.latency_us:>6.1f} {cells}")
     return "\n".join(rows)
 
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(inputs, gpus, LINKS, measured))
     if curve is not None:
         shown = ", ".join(
-            f"{m.op} {m.count:.0f} x {m.size / 1e6:.2f} MB at {curve.busbw_gbps(m.op, m.size):.1f} "
+            f"{m.op} {m.count:.0f} x {m.size / 1e6:.2f} MB at {curve.busbw_gb_s(m.op, m.size):.1f} "
             "GB/s busbw"
             for m in messages_of(result["metrics"])
         )

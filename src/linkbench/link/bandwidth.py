@@ -12,7 +12,7 @@ def bus_factor(op: str, world_size: int) -> float:
     return 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
 
 
-def bandwidths_gbps(
+def bandwidths_gb_s(
     op: str, size_bytes: int, seconds: float, world_size: int
 ) -> tuple[float, float]:
     """(algbw, busbw) in GB/s (1e9 bytes) for one call of ``op`` on ``size_bytes``."""

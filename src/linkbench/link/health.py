@@ -24,7 +24,7 @@ class Reference:
     gpus: int
     link: str
     gpu_names: tuple[str, ...]
-    busbw_gbps: float
+    busbw_gb_s: float
     source: str
 
 
@@ -42,7 +42,7 @@ def link_type(topology: dict[str, Any]) -> str | None:
 
 
 def health(
-    peak_gbps: float, world_size: int, interconnect: str, topology: dict[str, Any]
+    peak_gb_s: float, world_size: int, interconnect: str, topology: dict[str, Any]
 ) -> dict[str, Any]:
     """The health verdict of a peak all_reduce busbw on this hardware."""
     link = link_type(topology)
@@ -55,10 +55,10 @@ def health(
         if (ref.gpus, ref.link) == (world_size, link) and all(
             any(n in name for n in ref.gpu_names) for name in names
         ):
-            share = peak_gbps / ref.busbw_gbps
+            share = peak_gb_s / ref.busbw_gb_s
             verdict = "as expected" if share >= HEALTHY_SHARE else "low"
             line = (
-                f"all_reduce busbw {peak_gbps:.0f} GB/s is {share:.0%} of the {ref.busbw_gbps:.0f} "
+                f"all_reduce busbw {peak_gb_s:.0f} GB/s is {share:.0%} of the {ref.busbw_gb_s:.0f} "
                 f"GB/s published for {world_size} x {'/'.join(ref.gpu_names)} over {link} "
                 f"({ref.source}): {verdict}"
             )
@@ -67,7 +67,7 @@ def health(
                     "; check that no other job uses these GPUs, that NCCL_P2P_DISABLE and "
                     "NCCL_ALGO are unset, and every link is up (nvidia-smi nvlink -s)"
                 )
-            return {"verdict": verdict, "reference_gbps": ref.busbw_gbps, "share": share,
+            return {"verdict": verdict, "reference_gb_s": ref.busbw_gb_s, "share": share,
                     "source": ref.source, "line": line}  # fmt: skip
     return {"verdict": None,
             "line": f"no published reference for {world_size} GPUs over {link} here"}  # fmt: skip

@@ -28,7 +28,7 @@ from linkbench.config.schema import (
     require_positive,
 )
 from linkbench.files import COLLECTIVES_CSV, RESULT_FILE
-from linkbench.link.bandwidth import bandwidths_gbps
+from linkbench.link.bandwidth import bandwidths_gb_s
 from linkbench.link.health import health
 from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker.board import Board
@@ -44,8 +44,8 @@ CSV_COLUMNS = (
     "world_size",
     "time_us",
     "time_us_max",
-    "algbw_gbps",
-    "busbw_gbps",
+    "algbw_gb_s",
+    "busbw_gb_s",
 )
 
 
@@ -86,7 +86,7 @@ def time_collective(
     call_ms = timer.stop() / task.iters
     mean_ms, max_ms = sum_over_ranks(call_ms, device) / world, max_over_ranks(call_ms, device)
     actual_bytes = count * element
-    algbw, busbw = bandwidths_gbps(op, actual_bytes, mean_ms / 1e3, world)
+    algbw, busbw = bandwidths_gb_s(op, actual_bytes, mean_ms / 1e3, world)
     return {
         "op": op,
         "bytes": actual_bytes,
@@ -95,8 +95,8 @@ def time_collective(
         "world_size": world,
         "time_us": mean_ms * 1e3,
         "time_us_max": max_ms * 1e3,
-        "algbw_gbps": algbw,
-        "busbw_gbps": busbw,
+        "algbw_gb_s": algbw,
+        "busbw_gb_s": busbw,
     }
 
 
@@ -105,7 +105,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         lines.append(
             f"{r['op']:>15} {r['bytes']:>12,} {r['time_us']:>11.1f} "
-            f"{r['algbw_gbps']:>11.3f} {r['busbw_gbps']:>11.3f}"
+            f"{r['algbw_gb_s']:>11.3f} {r['busbw_gb_s']:>11.3f}"
         )
     return "\n".join(lines)
 
@@ -114,7 +114,7 @@ class AllReduce(Task):
     """``task=allreduce``: every collective of ``task.ops`` over message sizes, with
     nccl-tests' algbw and busbw; the headline is the first op's peak busbw."""
 
-    headline = "busbw_gbps_peak"
+    headline = "busbw_gb_s_peak"
 
     @classmethod
     def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
@@ -143,7 +143,7 @@ class AllReduce(Task):
     @classmethod
     def finish(cls, fields: dict[str, Any], plan: JobPlan, hardware: dict[str, Any]) -> None:
         """The link's health: the peak busbw against what this interconnect should reach."""
-        peak = fields["metrics"].get("busbw_gbps_peak")
+        peak = fields["metrics"].get("busbw_gb_s_peak")
         if peak is not None:
             fields["health"] = health(
                 peak, plan.world_size, str(plan.config.interconnect.name),
@@ -155,7 +155,7 @@ class AllReduce(Task):
         metrics = result["metrics"]
         log.info(
             "done: peak %s busbw %.2f GB/s at %s bytes -> %s",
-            metrics["peak_op"], metrics["busbw_gbps_peak"], f"{metrics['peak_bytes']:,}",
+            metrics["peak_op"], metrics["busbw_gb_s_peak"], f"{metrics['peak_bytes']:,}",
             Path(result["job_dir"]) / RESULT_FILE,
         )  # fmt: skip
         if "health" in result:
@@ -176,8 +176,8 @@ def run_collectives(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, A
                 board.scalars(
                     step,
                     {
-                        f"collectives/{op}/busbw_gbps": row["busbw_gbps"],
-                        f"collectives/{op}/algbw_gbps": row["algbw_gbps"],
+                        f"collectives/{op}/busbw_gb_s": row["busbw_gb_s"],
+                        f"collectives/{op}/algbw_gb_s": row["algbw_gb_s"],
                         f"collectives/{op}/time_us": row["time_us"],
                     },
                 )
@@ -195,11 +195,11 @@ def run_collectives(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, A
             "algbw times a local copy (or nothing, for the in-place all_reduce)."
         )
     headline = [r for r in rows if r["op"] == str(task.ops[0])]
-    best = max(headline, key=lambda r: (r["busbw_gbps"], r["bytes"]))
-    board.scalars(0, {"perf/busbw_gbps_peak": best["busbw_gbps"]})
+    best = max(headline, key=lambda r: (r["busbw_gb_s"], r["bytes"]))
+    board.scalars(0, {"perf/busbw_gb_s_peak": best["busbw_gb_s"]})
     metrics = {
-        "busbw_gbps_peak": best["busbw_gbps"],
-        "algbw_gbps_at_peak": best["algbw_gbps"],
+        "busbw_gb_s_peak": best["busbw_gb_s"],
+        "algbw_gb_s_at_peak": best["algbw_gb_s"],
         "peak_op": best["op"],
         "peak_bytes": best["bytes"],
     }

@@ -30,7 +30,7 @@ PCIE_TX_BYTES, PCIE_RX_BYTES = 197, 198
 COUNTER_WRAP_32 = 1 << 32
 # What each sample reads; the record keeps each one's mean over the timed steps.
 SAMPLED = (
-    "gpu_util_pct", "memory_used_gb", "power_w", "pcie_tx_gbps", "pcie_rx_gbps",
+    "gpu_util_pct", "memory_used_gb", "power_w", "pcie_tx_gb_s", "pcie_rx_gb_s",
     "sm_clock_mhz", "temperature_c",
 )  # fmt: skip
 # nvmlValueType_t -> the member of nvmlValue_t that holds it (nvml.h).
@@ -102,8 +102,8 @@ class CounterSampler:
             "gpu_util_pct": lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu,
             "memory_used_gb": lambda: nv.nvmlDeviceGetMemoryInfo(h).used / 1e9,
             "power_w": lambda: nv.nvmlDeviceGetPowerUsage(h) / 1e3,
-            "pcie_tx_gbps": lambda: nv.nvmlDeviceGetPcieThroughput(h, 0) * 1e3 / 1e9,
-            "pcie_rx_gbps": lambda: nv.nvmlDeviceGetPcieThroughput(h, 1) * 1e3 / 1e9,
+            "pcie_tx_gb_s": lambda: nv.nvmlDeviceGetPcieThroughput(h, 0) * 1e3 / 1e9,
+            "pcie_rx_gb_s": lambda: nv.nvmlDeviceGetPcieThroughput(h, 1) * 1e3 / 1e9,
             "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
             "temperature_c": lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
         }

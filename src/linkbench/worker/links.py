@@ -133,7 +133,7 @@ def measure_links(sizes_mb: list[int], warmup: int, iters: int) -> list[dict[str
                     "bytes": moved,
                     "size_mb": size_mb,
                     "time_us": seconds * 1e6,
-                    "gbps": moved / seconds / 1e9,
+                    "gb_s": moved / seconds / 1e9,
                 }
             )
     return rows
@@ -145,12 +145,12 @@ def slow_pairs(rows: list[dict[str, Any]], kind: str = "p2p") -> list[str]:
     pairs = [r for r in rows if r["kind"] == kind and r["size_mb"] == largest]
     if len(pairs) < 3:
         return []
-    median = statistics.median(r["gbps"] for r in pairs)
+    median = statistics.median(r["gb_s"] for r in pairs)
     return [
-        f"GPU {r['src']} -> GPU {r['dst']}: {r['gbps']:.1f} GB/s, under {SLOW_PAIR_SHARE:.0%} of "
+        f"GPU {r['src']} -> GPU {r['dst']}: {r['gb_s']:.1f} GB/s, under {SLOW_PAIR_SHARE:.0%} of "
         f"the pairs' median {median:.1f} GB/s: check this pair's link (nvidia-smi topo -m)"
         for r in pairs
-        if r["gbps"] < SLOW_PAIR_SHARE * median
+        if r["gb_s"] < SLOW_PAIR_SHARE * median
     ]
 
 
@@ -161,7 +161,7 @@ def matrix(rows: list[dict[str, Any]], kind: str) -> list[list[float | None]]:
     grid: list[list[float | None]] = [[None] * gpus for _ in range(gpus)]
     for r in rows:
         if r["kind"] == kind and r["size_mb"] == largest:
-            grid[r["src"]][r["dst"]] = r["gbps"]
+            grid[r["src"]][r["dst"]] = r["gb_s"]
     return grid
 
 
@@ -173,7 +173,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             where = {-1: "host"}
             lines.append(
                 f"{r['kind']:>13} {where.get(r['src'], r['src']):>5} "
-                f"{where.get(r['dst'], r['dst']):>5} {r['gbps']:>9.1f}"
+                f"{where.get(r['dst'], r['dst']):>5} {r['gb_s']:>9.1f}"
             )
     return "\n".join(lines)
 
@@ -182,7 +182,7 @@ class Links(Task):
     """``task=links``: the copy-bandwidth matrix over every visible GPU; the headline is the
     host-to-GPU bandwidth."""
 
-    headline = "host_to_device_gbps"
+    headline = "host_to_device_gb_s"
 
     @classmethod
     def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
@@ -208,7 +208,7 @@ class Links(Task):
         metrics = result["metrics"]
         log.info(
             "done: host to GPU %.1f GB/s over %d GPU(s) -> %s",
-            metrics["host_to_device_gbps"], metrics["gpus"], Path(result["job_dir"]) / RESULT_FILE,
+            metrics["host_to_device_gb_s"], metrics["gpus"], Path(result["job_dir"]) / RESULT_FILE,
         )  # fmt: skip
 
 
@@ -232,9 +232,9 @@ def run_links(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
     largest = max(r["size_mb"] for r in rows)
     for r in rows:
         if r["size_mb"] == largest:
-            board.scalars(0, {f"links/{r['kind']}/{r['src']}_to_{r['dst']}_gbps": r["gbps"]})
+            board.scalars(0, {f"links/{r['kind']}/{r['src']}_to_{r['dst']}_gb_s": r["gb_s"]})
     host = [r for r in rows if r["kind"] == "h2d" and r["size_mb"] == largest]
-    metrics = {"host_to_device_gbps": max(r["gbps"] for r in host), "gpus": gpus}
+    metrics = {"host_to_device_gb_s": max(r["gb_s"] for r in host), "gpus": gpus}
     matrices = {k: matrix(rows, k) for k in PAIR_KINDS if any(r["kind"] == k for r in rows)}
     from linkbench.analysis.plots import plot_link_matrices  # matplotlib: rank 0 only
 

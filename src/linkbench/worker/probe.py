@@ -144,5 +144,5 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
             # for the backward pass included: the link moved the bytes at least this fast.
             seconds = out["ddp_backward_comm_ms"] / 1e3
             busbw = out["comm_bytes_per_step"] * 2 * (n - 1) / n / seconds / 1e9
-            out["comm_busbw_lower_bound_gbps"] = busbw
+            out["comm_busbw_lower_bound_gb_s"] = busbw
     return out
