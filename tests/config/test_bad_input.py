@@ -31,13 +31,16 @@ CONTEXT = {
     "model.seq_len": ["model=gpt"],
     "data.size": ["data=fake"],
     "debug.crash_rank": ["debug.crash_at_step=1"],
+    "interconnect.rate_gbit_s": ["interconnect=emulated"],
+    "interconnect.delay_ms": ["interconnect=emulated"],
+    "interconnect.jitter_ms": ["interconnect=emulated"],
 }
 ZERO_ALLOWED = {
     "untimed_steps", "scaling.lr_warmup_steps", "model.weight_decay", "data.num_workers",
     "task.no_sync_steps", "task.warmup_iters", "checkpoint.every_steps", "debug.crash_rank",
     "debug.step_delay_ms", "debug.comm_delay_ms", "debug.log_delay_ms", "eval.every_steps",
     "hw_sample_hz",
-    "scaling.lr_warmup_epochs",
+    "scaling.lr_warmup_epochs", "interconnect.delay_ms", "interconnect.jitter_ms",
 }  # fmt: skip
 ANY_INTEGER = {"seed"}
 # Keys read by task=allreduce only.
@@ -59,6 +62,7 @@ def _leaves(node: dict, prefix: str = "") -> list[tuple[str, object]]:
 SCHEMA = _leaves(OmegaConf.to_container(OmegaConf.structured(Config)))
 NUMERIC = [k for k, v in SCHEMA if isinstance(v, (int, float)) and not isinstance(v, bool)]
 NUMERIC += ["devices", "task.max_bytes", "debug.crash_at_step", "base_lr"]  # null by default
+NUMERIC += ["interconnect.rate_gbit_s"]
 TYPED = [
     k
     for k, v in SCHEMA

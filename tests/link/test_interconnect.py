@@ -17,8 +17,8 @@ def arm(name: str) -> dict:
     return yaml.safe_load((CONF / "interconnect" / f"{name}.yaml").read_text())
 
 
-def test_arms_are_the_documented_four():
-    assert ARMS == ["auto", "nvlink", "pcie", "socket"]
+def test_arms_are_the_documented_five():
+    assert ARMS == ["auto", "emulated", "nvlink", "pcie", "socket"]
 
 
 def test_auto_sets_nothing():
@@ -35,6 +35,14 @@ def test_pcie_disables_p2p_and_nvls_and_says_it_is_host_staged():
     assert pcie["env"] == {"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
     assert pcie["expected_transport"] == "SHM"
     assert "host" in pcie["description"] and "cannot switch off only NVLink" in pcie["description"]
+
+
+def test_emulated_sends_nccl_over_sockets_only():
+    emulated = arm("emulated")
+    off = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE")
+    assert all(emulated["env"][name] == "1" for name in off)
+    assert emulated["env"]["NCCL_NVLS_ENABLE"] == "0" and emulated["env"]["NCCL_NET"] == "Socket"
+    assert emulated["expected_transport"] == "NET" and emulated["rate_gbit_s"] > 0
 
 
 def test_socket_also_disables_shared_memory():

@@ -29,6 +29,7 @@ from linkbench.config.schema import (
     BackendName,
     Config,
     DataName,
+    InterconnectName,
     PrecisionName,
     ScalingRule,
     WarmupFrom,
@@ -37,7 +38,9 @@ from linkbench.config.schema import (
 from linkbench.config.targets import import_class
 from linkbench.errors import ConfigError
 from linkbench.files import LOG_DIR
+from linkbench.link.emulated import LinkSpec
 from linkbench.link.interconnect import EnvPlan, plan_env
+from linkbench.link.netns import emulation_problem
 
 CPU_DEFAULT_DEVICES = 2
 # cudnn_benchmark=null turns cuDNN's algorithm timing on for runs this long. Measured on an
@@ -120,6 +123,9 @@ class JobPlan:
     """Training FLOPs of one sample (:mod:`linkbench.parts.flops`), counted by the launcher."""
     resume_step: int | None = None
     """With ``resume=true``: the step of the checkpoint the job continues from."""
+    link: LinkSpec | None = None
+    """interconnect=emulated: the network of the run in progress (the launcher makes one
+    for each run, :mod:`linkbench.link.netns`)."""
 
     @property
     def backend(self) -> str:
@@ -421,6 +427,20 @@ def _worker_variables(config: Config) -> dict[str, str]:
     return {**arm, **tuning}
 
 
+def _check_emulated(config: Config, machine: Machine) -> None:
+    """interconnect=emulated makes its ranks' namespaces itself, on this host, as root."""
+    arm = config.interconnect
+    if arm.name != InterconnectName.emulated:
+        return
+    require(
+        machine.outside is None,
+        "interconnect=emulated starts its ranks in network namespaces of its own and cannot "
+        "run under torchrun or SLURM; run python run.py on one host without them.",
+    )
+    problem = emulation_problem(delay=bool(arm.delay_ms or arm.jitter_ms))
+    require(problem is None, str(problem))
+
+
 def make_plan(
     cfg: DictConfig | Config, job_dir: str, overrides: list[str], machine: Machine | None = None
 ) -> JobPlan:
@@ -450,7 +470,8 @@ def make_plan(
         notes.extend(_scaling_notes(config))
     env = plan_env(_worker_variables(config), machine.environ)
     notes.extend(env.warnings(str(config.interconnect.name)))
-    if backend == "gloo" and config.interconnect.name != "auto":
+    _check_emulated(config, machine)
+    if backend == "gloo" and config.interconnect.name not in ("auto", "emulated"):
         notes.append(
             f"interconnect={config.interconnect.name} sets NCCL variables, which have no effect "
             "on backend=gloo."

@@ -24,6 +24,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from linkbench.errors import ConfigError
+from linkbench.link.emulated import MAX_RATE_GBIT_S
 
 
 def require(ok: bool, message: str) -> None:
@@ -61,6 +62,7 @@ class InterconnectName(Choice):
     nvlink = "nvlink"
     pcie = "pcie"
     socket = "socket"
+    emulated = "emulated"
 
 
 class Transport(Choice):
@@ -176,6 +178,34 @@ class InterconnectConfig:
     description: str = ""
     expected_transport: Transport = Transport.any
     env: dict[str, str] = field(default_factory=dict)
+    rate_gbit_s: float | None = None
+    """interconnect=emulated: each rank's link, each direction, in Gbit/s (1e9 bits/s)."""
+    delay_ms: float = 0.0
+    """interconnect=emulated: one-way delay between two ranks, in ms (netem)."""
+    jitter_ms: float = 0.0
+    """interconnect=emulated: the delay's random variation, in ms (netem)."""
+
+    def __post_init__(self) -> None:
+        if self.name != InterconnectName.emulated:
+            require(
+                self.rate_gbit_s is None and not self.delay_ms and not self.jitter_ms,
+                f"interconnect.rate_gbit_s, delay_ms and jitter_ms set a link's speed only with "
+                f"interconnect=emulated (this job has interconnect={self.name}); add "
+                "interconnect=emulated or remove them.",
+            )
+            return
+        rate = self.rate_gbit_s
+        require(
+            rate is not None and 0 < rate <= MAX_RATE_GBIT_S,
+            f"interconnect.rate_gbit_s={rate} must be a rate above 0 and at most "
+            f"{MAX_RATE_GBIT_S:g} Gbit/s, e.g. interconnect.rate_gbit_s=1.",
+        )
+        require_not_negative("interconnect.", delay_ms=self.delay_ms, jitter_ms=self.jitter_ms)
+        require(
+            self.jitter_ms <= self.delay_ms,
+            f"interconnect.jitter_ms={self.jitter_ms} varies the delay, so it must not exceed "
+            f"interconnect.delay_ms={self.delay_ms}; lower it or raise the delay.",
+        )
 
 
 @dataclass

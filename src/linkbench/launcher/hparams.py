@@ -60,6 +60,15 @@ def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
             "ddp.gradient_as_bucket_view": c.ddp.gradient_as_bucket_view,
         }
     )
+    if c.interconnect.name == "emulated":
+        arm = c.interconnect
+        values.update(
+            {
+                "interconnect.rate_gbit_s": arm.rate_gbit_s,
+                "interconnect.delay_ms": arm.delay_ms,
+                "interconnect.jitter_ms": arm.jitter_ms,
+            }
+        )
     ordered = {**settings(plan.overrides), **values}
     # A key left unset is left out (TensorBoard shows it empty), so a column of numbers
     # stays numbers instead of mixing in a string for "null".

@@ -9,10 +9,12 @@ verify the transport.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 from linkbench.config.overrides import key, parse
 from linkbench.config.plan import JobPlan, Machine, make_plan
+from linkbench.config.schema import InterconnectName
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted
 from linkbench.files import (
     METRICS_FILE,
@@ -40,7 +43,8 @@ from linkbench.launcher.launch import check_outside_launch, export_slurm_world, 
 from linkbench.launcher.progress import ProgressBar, console_is_terminal
 from linkbench.launcher.record import JobRecord
 from linkbench.link.nccl_log import parse_files, requested_vs_used
-from linkbench.link.transport import verify
+from linkbench.link.netns import Network, new_spec
+from linkbench.link.transport import verify, verify_link
 from linkbench.parts.flops import train_flops_per_sample
 from linkbench.worker import checkpoint
 from linkbench.worker.main import worker_main
@@ -65,8 +69,9 @@ def _failure_message(error: ChildFailedError, plan: JobPlan) -> tuple[int, str]:
     return rank, message
 
 
-def check_transport(plan: JobPlan) -> dict[str, Any]:
-    """Verify the transport from the NCCL logs the workers left (NCCL_DEBUG_FILE or stdout)."""
+def check_transport(plan: JobPlan, link: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Verify the transport from the NCCL logs the workers left (NCCL_DEBUG_FILE or stdout)
+    and, on an emulated link, from the workers' own sockets and the link's counters."""
     logs = plan.log_dir
     summary = None
     if plan.backend == "nccl":
@@ -75,6 +80,8 @@ def check_transport(plan: JobPlan) -> dict[str, Any]:
     arm = plan.config.interconnect
     expected = str(arm.expected_transport)
     transport = verify(summary, expected, plan.backend, plan.world_size)
+    if link is not None:
+        transport = verify_link(link, transport)
     if transport["verified"] is False:
         log.warning(
             "!!! TRANSPORT NOT VERIFIED: interconnect=%s expects %s, but %s",
@@ -152,20 +159,45 @@ def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> Non
         started = snapshot()
         launched_at = time.time()
         bar = console_is_terminal() and not plan.in_place
-        try:
-            with ProgressBar(run, enabled=bar):
-                returns = launch(run, show_rank0=not bar)
-        finally:
-            record.add_transport(check_transport(run))
+        returns: dict[int, Any] = {}
+        with emulated_network(run) as (run, network):
+            try:
+                with ProgressBar(run, enabled=bar):
+                    returns = launch(run, show_rank0=not bar)
+            finally:
+                link = None
+                if network is not None:
+                    link = {**(returns.get(0) or {}).get("link", {}), "ranks": network.counters()}
+                record.add_transport(check_transport(run, link))
         record.add_conditions({"start": started, "end": snapshot()})
         returned = dict(returns[0])
+        if link is not None:
+            returned["link"] = link
         metrics = returned.pop("metrics")
+        if link and "measured_busbw_gb_s" in link:
+            metrics["link_busbw_gb_s"] = link["measured_busbw_gb_s"]
         timeline = returned.pop("timeline", {})
         metrics.update(timing_overheads(timeline, launched_at, time.time()))
         if repeat == 0 and "first_step_done_at" in timeline:
             returned["first_step_done_at"] = timeline["first_step_done_at"]
             returned["time_to_first_step_s"] = timeline["first_step_done_at"] - job_started_at
         record.add_run(metrics, returned)
+
+
+@contextlib.contextmanager
+def emulated_network(plan: JobPlan) -> Iterator[tuple[JobPlan, Network | None]]:
+    """interconnect=emulated: a fresh network for the run, removed when it ends in any way;
+    yields the run's plan with its link, and the network (None for other arms)."""
+    arm = plan.config.interconnect
+    if arm.name != InterconnectName.emulated:
+        yield plan, None
+        return
+    assert arm.rate_gbit_s is not None  # the schema requires it for this arm
+    spec = new_spec(arm.rate_gbit_s, arm.delay_ms, arm.jitter_ms, plan.nproc_per_node)
+    with Network(spec) as network:
+        for line in network.stale:
+            log.warning("removed what a killed job left on this host: %s", line)
+        yield dataclasses.replace(plan, link=spec), network
 
 
 def _plan_job(cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine) -> JobPlan:

@@ -213,6 +213,7 @@ class JobRecord:
             "overrides": self.fields["overrides"],
             "git": git_state(),
             "env": self.plan.env.applied,
+            "link": self.fields.get("link"),
             "env_replaced": self.plan.env.replaced,
             "seed": self.plan.config.seed,
             **(hardware or {"versions": versions()}),

@@ -85,6 +85,35 @@ def verify(
     return {**result, "verified": verified, "reason": reason}
 
 
+def verify_link(link: dict[str, Any], nccl: dict[str, Any]) -> dict[str, Any]:
+    """An emulated arm's check (``link``: what rank 0 recorded of its sockets, the link
+    probe's bytes and every rank's interface counters), on top of NCCL's (``nccl``)."""
+    sockets, ranks = link.get("sockets"), link.get("ranks", [])
+    base = {**nccl, "transport": f"emulated link ({nccl['transport']})"}
+    if not sockets:
+        reason = "the run ended before rank 0 checked its sockets"
+        return {**base, "verified": None, "reason": reason}
+    if not sockets["verified"]:
+        return {**base, "verified": False, "reason": sockets["reason"]}
+    n = len(ranks)
+    floor = link.get("probe_bytes", 0) * 2 * (n - 1) / max(n, 1)  # one probe call's share
+    short = [r["rank"] for r in ranks if r["tx_bytes"] < floor]
+    if short:
+        return {
+            **base,
+            "verified": False,
+            "reason": f"the emulated interface of rank(s) {short} sent less than the link "
+            f"probe alone must ({floor:,.0f} bytes)",
+        }
+    if nccl["verified"] is False:
+        return {**base, "verified": False, "reason": nccl["reason"]}
+    sent = ", ".join(f"rank {r['rank']} {r['tx_bytes'] / 1e6:,.1f} MB" for r in ranks)
+    reason = f"{sockets['reason']}; sent over the link: {sent}"
+    if nccl["verified"]:
+        reason += f"; NCCL: {nccl['reason']}"
+    return {**base, "verified": True, "reason": reason}
+
+
 # NVLink bytes per step per GPU a ring all-reduce of the gradients moves, as a share of
 # 2(n-1)/n x gradient bytes, inside which the counters confirm the arm (order of magnitude:
 # NCCL may pick a tree, split channels, or add protocol bytes).

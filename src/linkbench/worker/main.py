@@ -23,11 +23,13 @@ import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
 from linkbench.files import HARDWARE_FILE, nccl_log, write_json
+from linkbench.link.emulated import enter
 from linkbench.link.interconnect import apply_env, nccl_environment
 from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
 from linkbench.link.transport import nccl_debug_env
 from linkbench.parts.rank import Rank
 from linkbench.worker.board import Board
+from linkbench.worker.emulated import check_sockets, measure, store
 from linkbench.worker.stop import STOP_SIGNALS, record_failure, stop_on_sigterm
 from linkbench.worker.task import task_class
 
@@ -106,6 +108,8 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     """Run the job's task on this rank; rank 0 returns the job's results, the others {}."""
     apply_env(plan.env.applied)
     rank = int(os.environ["RANK"])
+    if plan.link is not None:  # before this process opens a socket
+        enter(plan.link, int(os.environ["LOCAL_RANK"]))
     if plan.backend == "nccl":
         log_file = nccl_log(plan.log_dir, rank)
         apply_env(nccl_debug_env(str(log_file), dict(os.environ)))
@@ -117,18 +121,28 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     local_rank = int(os.environ["LOCAL_RANK"])
     device = _setup_device(plan, local_rank)
     me = Rank(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)
+    timeout_s = plan.config.dist_timeout_s
+    world: dict[str, Any] = {}  # the rendezvous: the elastic agent's, or the link's own
+    if plan.link is not None:
+        link_store = store(plan.link, rank, me.world_size, timeout_s)
+        world = {"store": link_store, "rank": rank, "world_size": me.world_size}
     dist.init_process_group(
         backend=plan.backend,
         device_id=device if plan.backend == "nccl" else None,
-        timeout=timedelta(seconds=plan.config.dist_timeout_s),
+        timeout=timedelta(seconds=timeout_s),
+        **world,
     )
     board = hardware = None
     try:
         hardware = HardwareDescription(plan, me)
         board = Board(plan) if me.is_main else None
+        link = measure(me) if plan.link is not None else None
         task_started_at = time.time()
         out = task_class(plan.config.task._target_).run(plan, me, board)
         if me.is_main:
+            if plan.link is not None and link is not None:
+                sockets = check_sockets(plan.link, me)
+                out["link"] = {**plan.link.settings(), **link, "sockets": sockets}
             out["worker_nccl_env"] = nccl_environment()
             timeline = out.setdefault("timeline", {})
             timeline.update(task_started_at=task_started_at, task_ended_at=time.time())

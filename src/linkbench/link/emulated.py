@@ -1,0 +1,173 @@
+"""An emulated interconnect: every rank in a network namespace of its own, on a link of set rate.
+
+``interconnect=emulated`` puts each rank of a job in its own Linux network namespace, joined
+to the others' through one bridge (a star through one switch) by a veth pair whose two ends
+are each shaped to ``interconnect.rate_gbit_s`` by a token bucket (``tbf``), so each rank's
+link carries that rate each way; ``interconnect.delay_ms`` and ``jitter_ms`` add a one-way
+delay between two ranks (``netem`` on each rank's uplink; kernels built without netem refuse
+them). The rendezvous (a TCPStore on rank 0's emulated address) and every collective cross
+these links and nothing else: the namespaces have no other route, and gloo and NCCL are told
+the interface by name.
+
+This module holds what both processes need: the link's description (:class:`LinkSpec`,
+handed to the workers in the plan), the arithmetic of what the link lets through, entering a
+rank's namespace, and the check of a worker's own sockets. Making and removing the
+namespaces is :mod:`linkbench.link.netns`, with iproute2.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Any
+
+# Every namespace linkbench makes is named PREFIX-<token>-<role>; the token is one run's.
+PREFIX = "linkbench"
+# The private network of a job's emulated links; each job has its own namespaces, so every
+# job may use the same addresses.
+SUBNET = ipaddress.IPv4Network("10.77.0.0/16")
+STORE_PORT = 29500  # free in a namespace nobody else uses
+MTU = 1500
+# Bytes on the wire per full TCP segment: the payload (MSS, MTU - 20 IP - 32 TCP with
+# timestamps) plus the IP and TCP headers and the 14-byte Ethernet header tbf also counts.
+MSS = MTU - 20 - 32
+WIRE_PER_SEGMENT = MTU + 14
+MAX_RATE_GBIT_S = 32.0  # tbf's rate is a 32-bit count of bytes per second
+
+
+def payload_gb_s(rate_gbit_s: float) -> float:
+    """GB/s (1e9 bytes) of data a link of ``rate_gbit_s`` carries in full TCP segments: the
+    rate less the headers every segment carries (95.6 % at MTU 1500)."""
+    return rate_gbit_s / 8 * MSS / WIRE_PER_SEGMENT
+
+
+def namespace(token: str, role: str) -> str:
+    """The name of one of a run's namespaces (``role``: ``switch`` or ``rank<N>``)."""
+    return f"{PREFIX}-{token}-{role}"
+
+
+def address(rank: int) -> str:
+    """Rank ``rank``'s address on the job's emulated network."""
+    return str(SUBNET.network_address + 1 + rank)
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One run's emulated network, as the workers need it (picklable, part of the plan)."""
+
+    token: str
+    """This run's identity in every name it makes (8 hex digits)."""
+    rate_gbit_s: float
+    delay_ms: float
+    jitter_ms: float
+    ranks: int
+
+    @property
+    def ifname(self) -> str:
+        """The interface in every rank's namespace (15 characters at most)."""
+        return f"lb{self.token}"
+
+    @property
+    def switch(self) -> str:
+        return namespace(self.token, "switch")
+
+    def rank_namespace(self, rank: int) -> str:
+        return namespace(self.token, f"rank{rank}")
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [self.switch, *(self.rank_namespace(r) for r in range(self.ranks))]
+
+    @property
+    def store_address(self) -> str:
+        return address(0)
+
+    def settings(self) -> dict[str, Any]:
+        """The link as ``result.json`` and the manifest record it."""
+        return {
+            "rate_gbit_s": self.rate_gbit_s,
+            "delay_ms": self.delay_ms,
+            "jitter_ms": self.jitter_ms,
+            "topology": "star",
+            "mtu": MTU,
+            "payload_gb_s": payload_gb_s(self.rate_gbit_s),
+        }
+
+
+NETNS_DIR = "/run/netns"  # where iproute2 keeps named namespaces
+CLONE_NEWNET = 0x40000000
+
+
+def enter(spec: LinkSpec, rank: int) -> None:
+    """Move this process (a worker, before it opens any socket) into its rank's namespace and
+    name the interface gloo and NCCL must use."""
+    fd = os.open(f"{NETNS_DIR}/{spec.rank_namespace(rank)}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if hasattr(os, "setns"):  # Python 3.12+
+            os.setns(fd, CLONE_NEWNET)
+        else:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                errno = ctypes.get_errno()
+                raise OSError(
+                    errno, f"setns into {spec.rank_namespace(rank)}: {os.strerror(errno)}"
+                )
+    finally:
+        os.close(fd)
+    os.environ["GLOO_SOCKET_IFNAME"] = spec.ifname
+    os.environ["NCCL_SOCKET_IFNAME"] = spec.ifname
+
+
+def _hex_address(text: str) -> str:
+    """An IPv4 address of /proc/net/tcp (little-endian hex) as dotted text."""
+    return str(ipaddress.IPv4Address(int(text, 16).to_bytes(4, "little")))
+
+
+def own_connections(pid: int | str = "self") -> list[tuple[str, str]]:
+    """(local, remote) IPv4 addresses of this process's established TCP connections, read
+    from its own sockets (/proc/<pid>/fd) and its namespace's table (/proc/<pid>/net/tcp)."""
+    inodes = set()
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = []
+    with open(f"/proc/{pid}/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+            if state == "01" and inode in inodes:  # TCP_ESTABLISHED
+                found.append(
+                    (_hex_address(local.split(":")[0]), _hex_address(remote.split(":")[0]))
+                )
+    return found
+
+
+def check_connections(connections: list[tuple[str, str]], spec: LinkSpec, rank: int) -> dict:
+    """Whether rank ``rank``'s established connections to other ranks all run from its
+    emulated address to theirs, over the link: the transport check of an emulated arm. A
+    connection to its own address (the rendezvous store rank 0 serves to itself) stays in
+    its namespace and is counted apart."""
+    mine = address(rank)
+    peers = {address(r) for r in range(spec.ranks) if r != rank}
+    to_peers = [c for c in connections if c[0] == mine and c[1] in peers]
+    own = [c for c in connections if c == (mine, mine)]
+    off = sorted({f"{a}->{b}" for a, b in connections if (a, b) not in {*to_peers, *own}})
+    out: dict[str, Any] = {"to_peers": len(to_peers), "to_itself": len(own), "address": mine}
+    if off:
+        return {**out, "verified": False, "reason": f"connections off the link: {off}"}
+    if spec.ranks > 1 and not to_peers:
+        return {**out, "verified": False, "reason": f"rank {rank} had no connection to a peer"}
+    return {
+        **out,
+        "verified": True,
+        "reason": f"all {len(to_peers)} TCP connections of rank {rank} to other ranks ran over "
+        f"{spec.ifname}, between emulated addresses",
+    }
