@@ -99,6 +99,36 @@ def test_allreduce_task_on_gpu_reaches_a_gibibyte(tmp_path):
     assert sizes[0] == 1024 and sizes[-1] == 1 << 30
 
 
+@pytest.mark.gpu
+@needs_gpu
+def test_one_nccl_rank_runs_in_its_namespace_on_an_emulated_link(tmp_path):
+    """NCCL with one rank inside its namespace: the rendezvous on its emulated address, NCCL's
+    sockets named to the link (no data moves between GPUs with one rank)."""
+    args = ["interconnect=emulated", "devices=1", "task=allreduce", "task.max_bytes=1048576"]
+    done = run_cli([*args, f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(tmp_path)
+    assert result["backend"] == "nccl" and result["link"]["rate_gbit_s"] == 1.0
+    assert result["worker_nccl_env"]["NCCL_SOCKET_IFNAME"].startswith("lb")
+    assert result["worker_nccl_env"]["NCCL_NET"] == "Socket"
+
+
+@pytest.mark.multi_gpu
+@needs_two
+def test_nccl_crosses_the_emulated_link_at_its_rate(tmp_path):
+    """Two GPUs, each rank in its namespace: NCCL's log shows only NET/Socket channels, the
+    sockets run between emulated addresses, and the bus bandwidth is the link's."""
+    args = ["interconnect=emulated", "interconnect.rate_gbit_s=1", "devices=2", "task=allreduce"]
+    args += ["task.ops=[all_reduce]", "task.min_bytes=16777216", "task.max_bytes=33554432"]
+    done = run_cli([*args, f"hydra.run.dir={tmp_path}"], timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(tmp_path)
+    transport = result["transport"]
+    assert transport["verified"] is True and "NET channel" in transport["reason"], transport
+    top = max(result["collectives"], key=lambda row: row["bytes"])
+    assert top["busbw_gb_s"] == pytest.approx(0.125 * 1448 / 1514, rel=0.10)
+
+
 @pytest.mark.multi_gpu
 @needs_two
 @pytest.mark.parametrize("arm", ["nvlink", "pcie", "socket"])

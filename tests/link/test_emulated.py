@@ -254,3 +254,69 @@ def test_a_stopped_or_killed_emulated_job_leaves_nothing_behind(tmp_path, how):
 
 
 BEFORE = set(ours()) if PROBLEM is None else set()
+
+
+SPEC = LinkSpec("0123abcd", 1.0, 0.0, 0.0, ranks=2)
+SOCKETS = check_connections([("10.77.0.1", "10.77.0.2")], SPEC, rank=0)
+RANKS = [{"rank": r, "tx_bytes": 50_000_000} for r in range(2)]
+SENT = {"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 8 << 20}
+
+
+def _nccl(verified: bool | None, reason: str = "2 NET channel connections") -> dict:
+    return {"transport": "NET", "expected": "NET", "verified": verified, "reason": reason}
+
+
+@pytest.mark.parametrize(
+    ("link", "nccl", "verified", "words"),
+    [
+        (
+            {"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 8 << 20},
+            _nccl(None),
+            True,
+            "ran over",
+        ),
+        (
+            {"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 8 << 20},
+            _nccl(True),
+            True,
+            "NCCL: 2 NET",
+        ),
+        ({"sockets": SOCKETS, "ranks": RANKS}, _nccl(False, "NCCL used SHM"), False, "SHM"),
+        ({"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 64 << 20}, _nccl(None), False, "less"),
+        ({"ranks": RANKS}, _nccl(None), None, "before rank 0 checked"),
+    ],
+)
+def test_the_transport_check_of_an_emulated_arm(link, nccl, verified, words):
+    """gloo (NCCL's check says None) or NCCL: verified only when the sockets ran over the link,
+    every rank sent what the probe must, and NCCL (when it ran) used only NET."""
+    from linkbench.link.transport import verify_link
+
+    check = verify_link(link, nccl)
+    assert check["verified"] is verified and words in check["reason"], check
+    assert check["transport"].startswith("emulated link")
+
+
+ENTER = """
+import json, os, sys
+from linkbench.link.emulated import LinkSpec, enter
+spec = LinkSpec(*sys.argv[1:2], 1.0, 0.0, 0.0, 2)
+enter(spec, 1)
+devices = [line.split(":")[0].strip() for line in open("/proc/net/dev").readlines()[2:]]
+print(json.dumps({"devices": sorted(devices), "gloo": os.environ["GLOO_SOCKET_IFNAME"],
+                  "nccl": os.environ["NCCL_SOCKET_IFNAME"]}))
+"""
+
+
+@needs_namespaces
+def test_a_worker_that_enters_its_namespace_sees_only_its_link_and_names_it():
+    spec = netns.new_spec(1.0, 0.0, 0.0, ranks=2)
+    with netns.Network(spec):
+        done = subprocess.run([sys.executable, "-c", ENTER, spec.token], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {
+        "devices": sorted(["lo", spec.ifname]),
+        "gloo": spec.ifname,
+        "nccl": spec.ifname,
+    }

@@ -3,7 +3,8 @@
 Throughput against the per-device batch, one line per other setting, with 95 % intervals
 over runs; the exposed-communication fraction likewise; each comparison's ratio with its
 interval beside the ±margin band of "equal" (``ratios.png``); for all-reduce sweeps, bus
-bandwidth against message size. Without a batch sweep, bars per configuration.
+bandwidth against message size; over emulated links, step time against the link's rate with
+what the bytes predict (``link_rate.png``). Without a batch sweep, bars per configuration.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from linkbench.analysis.compare import Comparison
+from linkbench.analysis.emulated import LinkRow, link_rows, predicted_at_rate
 from linkbench.analysis.stats import Mean
 from linkbench.analysis.sweep import Configuration
 from linkbench.metrics import Metric, metric, table
 
 SUMMARY_RUN = "_summary"  # the sweep's own TensorBoard run, beside one run per job
+LINK_RATE_PLOT = "link_rate.png"
 
 
 def plotted() -> list[Metric]:
@@ -203,6 +207,40 @@ def plot_link_matrices(job_dir: Path, matrices: dict[str, list[list[float | None
     return made
 
 
+def _plot_link_rate(sweep_dir: Path, rows: list[LinkRow]) -> Path | None:
+    """Step time against the emulated link's rate: measured (95 % intervals over runs) beside
+    what the bytes predict at each rate (:mod:`linkbench.analysis.emulated`)."""
+    if len({r.rate_gbit_s for r in rows}) < 2:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4.2))
+    series: dict[str, list[LinkRow]] = {}
+    for row in rows:
+        series.setdefault(row.series, []).append(row)
+    low, high = min(r.rate_gbit_s for r in rows) / 1.5, max(r.rate_gbit_s for r in rows) * 1.5
+    rates = [low * (high / low) ** (i / 50) for i in range(51)]
+    for label, line in sorted(series.items()):
+        line.sort(key=lambda r: r.rate_gbit_s)
+        means = [r.step_ms for r in line]
+        shown = axes.errorbar([r.rate_gbit_s for r in line], [m.mean for m in means],
+                              yerr=_errors(means), marker="o", capsize=4, linestyle="none",
+                              label=f"{label}: measured")  # fmt: skip
+        middle = line[len(line) // 2]
+        predicted = [predicted_at_rate(middle, rate) for rate in rates]
+        axes.plot(rates, predicted, linestyle="--", color=shown[0].get_color(),
+                  label=f"{label}: predicted from the bytes")  # fmt: skip
+    axes.set_xscale("log")
+    measured_rates = sorted({r.rate_gbit_s for r in rows})
+    axes.set_xticks(measured_rates, [f"{rate:g}" for rate in measured_rates])
+    axes.xaxis.set_minor_locator(NullLocator())
+    axes.set_ylim(bottom=0)
+    axes.set_xlabel("emulated link rate, Gbit/s each way")
+    axes.set_ylabel("time per training step, ms")
+    axes.set_title("step time against link rate: measured and predicted", fontsize=10)
+    axes.legend(fontsize=7)
+    axes.grid(alpha=0.3, which="both")
+    return _save(figure, sweep_dir / LINK_RATE_PLOT)
+
+
 def plot_sweep(
     sweep_dir: Path, configs: list[Configuration], comparisons: list[Comparison]
 ) -> list[Path]:
@@ -210,4 +248,5 @@ def plot_sweep(
     made = [_plot_metric(sweep_dir, configs, m.name) for m in plotted()]
     made += [_plot_ratios(sweep_dir, comparisons), _plot_busbw_by_size(sweep_dir, configs)]
     made.append(_plot_breakdown(sweep_dir, configs))
+    made.append(_plot_link_rate(sweep_dir, link_rows(configs)))
     return [p for p in made if p is not None]

@@ -2,7 +2,10 @@
 
 ``python -m linkbench.project JOB_DIR --gpus 8,64,512`` reads the job's result.json: the
 compute-only step time (steps under DDP's ``no_sync``), the bytes all-reduced per step, and
-DDP's own backward-communication and overlap times. For each named link it predicts
+DDP's own backward-communication and overlap times; for a job traced with ``profile=trace``,
+the synced steps' computing, rest and overlap from the trace instead (on a CPU the
+communication takes cores from the computing beside it, which a no_sync step does not
+see). For each named link it predicts
 
     comm(N)    = 2(N-1) * latency + 2(N-1)/N * bytes / bandwidth     (ring all-reduce)
     hidden(N)  = min(overlap_fraction * comm(N), backward compute time)
@@ -46,26 +49,48 @@ LINKS = (
 )
 
 
+COMPUTE = {
+    False: "compute-only step",
+    True: "computing and the rest of a synced step (profile=trace)",
+}
+TRACE_PARTS = ("compute_ms", "overlapped_ms", "exposed_comm_ms", "other_ms")
+
+
 class ProjectionError(ValueError):
     """The job's result.json lacks what the projection needs."""
 
 
 def inputs_from_result(result: dict[str, Any]) -> dict[str, float]:
-    """compute_ms, comm_bytes, overlap_fraction and backward_ms from a training job."""
+    """compute_ms, comm_bytes, overlap_fraction, backward_ms and traced (1.0 when compute and
+    overlap come from the job's trace) from a training job."""
     metrics = result.get("metrics", {})
     if result.get("task", "train") != "train" or "compute_step_ms" not in metrics:
         raise ProjectionError(
             "the job has no compute_step_ms: project a completed task=train job whose "
             "task.no_sync_steps > 0."
         )
-    comm_bytes = metrics.get("comm_bytes_per_step", metrics["grad_bytes"])
+    comm_bytes = float(metrics.get("comm_bytes_per_step", metrics["grad_bytes"]))
+    backward_ms = metrics.get("ddp_backward_compute_ms", metrics["compute_step_ms"])
+    trace = (result.get("trace") or {}).get("mean") or {}
+    if all(isinstance(trace.get(k), float) for k in TRACE_PARTS):
+        # The synced steps' own computing (slower than a no_sync step's where communication
+        # takes cores from it, as on a CPU), the rest of the step, and their overlap.
+        comm = trace["overlapped_ms"] + trace["exposed_comm_ms"]
+        return {
+            "compute_ms": trace["compute_ms"] + trace["other_ms"],
+            "comm_bytes": comm_bytes,
+            "overlap_fraction": trace["overlapped_ms"] / comm if comm else 0.0,
+            "backward_ms": backward_ms,
+            "traced": 1.0,
+        }
     comm_ms, overlap_ms = metrics.get("ddp_backward_comm_ms"), metrics.get("ddp_comm_overlap_ms")
     overlap = min(1.0, overlap_ms / comm_ms) if comm_ms and overlap_ms else 0.0
     return {
         "compute_ms": metrics["compute_step_ms"],
-        "comm_bytes": float(comm_bytes),
+        "comm_bytes": comm_bytes,
         "overlap_fraction": overlap,
-        "backward_ms": metrics.get("ddp_backward_compute_ms", metrics["compute_step_ms"]),
+        "backward_ms": backward_ms,
+        "traced": 0.0,
     }
 
 
@@ -166,9 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.job_dir}: {result.get('model')} at batch {result.get('batch')} per GPU, "
         f"{result.get('precision')}, measured on {result.get('world_size')} x "
         f"{result.get('device_type')}\n"
-        f"compute-only step {inputs['compute_ms']:.2f} ms, {inputs['comm_bytes'] / 1e6:.1f} MB "
-        f"all-reduced per step, {100 * inputs['overlap_fraction']:.0f}% of communication "
-        f"overlapped with backward (DDP's measure; 0 when unknown)\n"
+        f"{COMPUTE[bool(inputs['traced'])]} {inputs['compute_ms']:.2f} ms, "
+        f"{inputs['comm_bytes'] / 1e6:.1f} MB all-reduced per step, "
+        f"{100 * inputs['overlap_fraction']:.0f}% of communication overlapped with computing "
+        f"({'the trace' if inputs['traced'] else 'DDP'}'s measure; 0 when unknown)\n"
     )
     print(table(inputs, gpus, LINKS, measured))
     if curve is not None:

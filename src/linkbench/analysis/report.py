@@ -24,6 +24,9 @@ from linkbench.analysis.compare import (
     sweep_comparisons,
 )
 from linkbench.analysis.conditions import drifted
+from linkbench.analysis.emulated import NOTE as LINK_NOTE
+from linkbench.analysis.emulated import RATE_KEY, link_rows, link_settings
+from linkbench.analysis.emulated import table as link_table
 from linkbench.analysis.sequential import Design, sweep_design
 from linkbench.analysis.stats import (
     CONFIDENCE,
@@ -119,6 +122,10 @@ def _seeds_are_runs(config: Configuration) -> bool:
 def verdict_line(c: Comparison) -> str:
     """One sentence per comparison: estimate, interval, runs, verdict."""
     where = f"at {c.where}: " if c.where else ""
+    link = link_settings(c.arm)
+    if link is not None and c.axis != RATE_KEY and f"{RATE_KEY}=" not in where:
+        where = f"{where[:-2]} " if where else ""
+        where += f"on an emulated link of {link['rate_gbit_s']:g} Gbit/s: "
     runs = f"{c.ratio.runs[0]} vs {c.ratio.runs[1]} runs"
     if not c.ratio.has_interval:
         return (
@@ -246,6 +253,8 @@ def markdown(
         out += ["## Convergence: held-out accuracy", "", *convergence, ""]
     if breakdown := _trace_table(configs):
         out += ["## Where the step goes (profile=trace)", "", TRACE_NOTE, "", *breakdown, ""]
+    if links := link_table(link_rows(configs)):
+        out += ["## Emulated links: measured against the bytes", "", LINK_NOTE, "", *links, ""]
     out += [f"## Configurations: geometric mean [{CONFIDENCE:.0%} interval over runs]", ""]
     for config in configs:
         key, unit = config.headline()

@@ -43,7 +43,7 @@ from linkbench.launcher.launch import check_outside_launch, export_slurm_world, 
 from linkbench.launcher.progress import ProgressBar, console_is_terminal
 from linkbench.launcher.record import JobRecord
 from linkbench.link.nccl_log import parse_files, requested_vs_used
-from linkbench.link.netns import Network, new_spec
+from linkbench.link.netns import LinkError, Network, new_spec
 from linkbench.link.transport import verify, verify_link
 from linkbench.parts.flops import train_flops_per_sample
 from linkbench.worker import checkpoint
@@ -167,7 +167,7 @@ def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> Non
             finally:
                 link = None
                 if network is not None:
-                    link = {**(returns.get(0) or {}).get("link", {}), "ranks": network.counters()}
+                    link = {**(returns.get(0) or {}).get("link", {}), "ranks": _counters(network)}
                 record.add_transport(check_transport(run, link))
         record.add_conditions({"start": started, "end": snapshot()})
         returned = dict(returns[0])
@@ -182,6 +182,16 @@ def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> Non
             returned["first_step_done_at"] = timeline["first_step_done_at"]
             returned["time_to_first_step_s"] = timeline["first_step_done_at"] - job_started_at
         record.add_run(metrics, returned)
+
+
+def _counters(network: Network) -> list[dict[str, Any]]:
+    """The link's counters; none (and a warning) if they cannot be read: a run that ended
+    badly keeps its own error."""
+    try:
+        return network.counters()
+    except LinkError as error:
+        log.warning("could not read the emulated link's counters: %s", error)
+        return []
 
 
 @contextlib.contextmanager

@@ -90,8 +90,8 @@ def verify_link(link: dict[str, Any], nccl: dict[str, Any]) -> dict[str, Any]:
     probe's bytes and every rank's interface counters), on top of NCCL's (``nccl``)."""
     sockets, ranks = link.get("sockets"), link.get("ranks", [])
     base = {**nccl, "transport": f"emulated link ({nccl['transport']})"}
-    if not sockets:
-        reason = "the run ended before rank 0 checked its sockets"
+    if not sockets or not ranks:
+        reason = "the run ended before rank 0 checked its sockets, or the counters were lost"
         return {**base, "verified": None, "reason": reason}
     if not sockets["verified"]:
         return {**base, "verified": False, "reason": sockets["reason"]}

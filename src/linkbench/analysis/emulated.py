@@ -1,0 +1,150 @@
+"""Training on emulated links (``interconnect=emulated``) against what the bytes predict.
+
+A link whose rate was set is a known answer. For each configuration of a sweep that trained
+over one, the step time is predicted from the bytes and what was measured apart from them:
+
+    comm_ms      = bytes all-reduced per step x 2(n-1)/n / the link's measured bus bandwidth
+    predicted_ms = compute_ms + comm_ms - overlapped_ms + other_ms
+
+where the bus bandwidth is the link probe's (every run of an emulated arm times an all_reduce
+on its link before its task, :mod:`linkbench.worker.emulated`), and compute, overlap and the
+rest come from the trace of the synced steps (``profile=trace``): on a CPU the communication
+takes cores from the computation beside it, so the probe's no_sync step (used without a
+trace, with DDP's overlap measure) computes faster than a synced one. The summary sets the
+prediction beside the measured step time; the plot draws the measured points over the curve
+the set rates predict (their payload rate, :func:`linkbench.link.emulated.payload_gb_s`, in
+place of the measured bandwidth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from linkbench.analysis.stats import Mean
+from linkbench.analysis.sweep import Configuration
+from linkbench.link.bandwidth import bus_factor
+from linkbench.link.emulated import payload_gb_s
+
+RATE_KEY = "interconnect.rate_gbit_s"
+
+
+@dataclass(frozen=True)
+class LinkRow:
+    """One trained configuration on an emulated link, measured and predicted."""
+
+    label: str
+    series: str
+    """The label without the rate: the configurations one curve joins."""
+    rate_gbit_s: float
+    delay_ms: float
+    busbw_gb_s: float
+    """The link probe's bus bandwidth (mean over runs)."""
+    step_ms: Mean
+    compute_ms: float
+    """Computing time of a synced step (the overlapped part included)."""
+    overlapped_ms: float
+    """Communication that ran while computing."""
+    other_ms: float
+    """Neither computing nor communicating (the trace's; 0 without one)."""
+    source: str
+    comm_bytes: float
+    """Bytes all-reduced per step."""
+    world_size: int
+
+    def comm_ms(self, busbw_gb_s: float | None = None) -> float:
+        """The all-reduce's time per step at this bus bandwidth (default: the measured)."""
+        busbw = busbw_gb_s or self.busbw_gb_s
+        return self.comm_bytes * bus_factor("all_reduce", self.world_size) / busbw / 1e6
+
+    def predicted_ms(self, busbw_gb_s: float | None = None) -> float:
+        """compute + comm - overlapped + other."""
+        return self.compute_ms + self.comm_ms(busbw_gb_s) - self.overlapped_ms + self.other_ms
+
+    @property
+    def error(self) -> float:
+        """Measured over predicted, less 1."""
+        return self.step_ms.mean / self.predicted_ms() - 1
+
+
+def link_settings(config: Configuration) -> dict[str, Any] | None:
+    """The emulated link a configuration ran on (None: not an emulated arm)."""
+    link = config.first("link")
+    return link if isinstance(link, dict) and "rate_gbit_s" in link else None
+
+
+def _step_parts(config: Configuration) -> tuple[float, float, float, str] | None:
+    """(computing, overlapped, other) milliseconds of a synced step and where they came
+    from: the trace (what the synced steps really computed, slowed by the communication
+    beside them on a CPU), else the probe's no_sync step and DDP's overlap measure."""
+    trace = config.trace_means()
+    if trace is not None and "overlapped_ms" in trace:
+        overlapped = trace["overlapped_ms"]
+        return trace["compute_only_ms"] + overlapped, overlapped, trace["other_ms"], "trace"
+    compute, ddp = config.mean("compute_step_ms"), config.mean("ddp_comm_overlap_ms")
+    if compute is None or ddp is None:
+        return None
+    return compute.mean, ddp.mean, 0.0, "no_sync probe and DDP"
+
+
+def link_rows(configs: list[Configuration]) -> list[LinkRow]:
+    """Every trained configuration on an emulated link whose inputs were measured."""
+    rows = []
+    for config in configs:
+        link, step = link_settings(config), config.mean("step_time_ms")
+        busbw, comm_bytes = config.mean("link_busbw_gb_s"), config.mean("comm_bytes_per_step")
+        parts = _step_parts(config)
+        if link is None or step is None or busbw is None or comm_bytes is None or parts is None:
+            continue
+        rows.append(
+            LinkRow(
+                label=config.label(),
+                series=config.label(skip=RATE_KEY),
+                rate_gbit_s=float(link["rate_gbit_s"]),
+                delay_ms=float(link.get("delay_ms", 0.0)),
+                busbw_gb_s=busbw.mean,
+                step_ms=step,
+                compute_ms=parts[0],
+                overlapped_ms=parts[1],
+                other_ms=parts[2],
+                source=parts[3],
+                comm_bytes=comm_bytes.mean,
+                world_size=int(config.first("world_size") or 2),
+            )
+        )
+    return rows
+
+
+def predicted_at_rate(row: LinkRow, rate_gbit_s: float) -> float:
+    """The step time ``row``'s job would take on a link of another rate, carrying that rate's
+    payload (the same compute, bytes and overlap): the curve the plot draws."""
+    return row.predicted_ms(payload_gb_s(rate_gbit_s))
+
+
+NOTE = (
+    "Each configuration's step time beside what its link predicts: the computing time of a "
+    "synced step, plus the bytes all-reduced per step over the bus bandwidth the run measured "
+    "on its link, less the communication that overlapped the computing, plus the rest (from the "
+    "trace with profile=trace; else the no_sync probe's step and DDP's overlap, no rest). The "
+    "rate is the one set; at MTU 1500 a link carries 95.6 % of it as data (the headers)."
+)
+
+
+def table(rows: list[LinkRow]) -> list[str]:
+    """The summary's section: one line per configuration."""
+    if not rows:
+        return []
+    out = [
+        "| configuration | rate Gbit/s | link busbw GB/s | step ms [95% interval] | compute ms "
+        "| comm ms | overlapped ms | other ms | predicted ms | measured / predicted |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        s = r.step_ms
+        step = f"{s.mean:.1f} [{s.low:.1f}, {s.high:.1f}]" if s.runs > 1 else f"{s.mean:.1f}"
+        out.append(
+            f"| {r.label} | {r.rate_gbit_s:g} | {r.busbw_gb_s:.4f} | {step} | {r.compute_ms:.1f} "
+            f"| {r.comm_ms():.1f} | {r.overlapped_ms:.1f} | {r.other_ms:.1f} ({r.source}) | "
+            f"{r.predicted_ms():.1f} | {r.error:+.1%} |"
+        )
+    return out

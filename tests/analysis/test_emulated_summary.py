@@ -1,0 +1,98 @@
+"""The summary of a sweep over emulated links, on jobs whose truth was chosen: the step time
+set beside what the bytes predict, the link named beside each verdict, the plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from linkbench.analysis.emulated import link_rows, predicted_at_rate
+from linkbench.analysis.report import write_summary
+from linkbench.analysis.sweep import group, load_sweep, swept_keys
+from linkbench.link.emulated import payload_gb_s
+
+BYTES = 46_758_048  # resnet18's gradients
+COMPUTE_MS, OVERLAP_MS = 110.0, 30.0
+
+
+def _job(sweep: Path, rate: float, round_: int, hook: str, slower: float = 1.0) -> None:
+    """One round's job whose step is exactly compute + bytes / payload - overlap (x slower)."""
+    busbw = payload_gb_s(rate)
+    sent = BYTES / (2 if hook == "fp16" else 1)
+    jitter = 1 + 0.002 * (round_ - 1)
+    step = (COMPUTE_MS + sent / busbw / 1e6 - OVERLAP_MS) * slower * jitter
+    overrides = [f"interconnect.rate_gbit_s={rate:g}", f"comm_hook={hook}", f"round={round_}"]
+    job = sweep / ",".join(overrides)
+    job.mkdir(parents=True)
+    metrics = {
+        "samples_per_sec": 16e3 / step,
+        "step_time_ms": step,
+        "compute_step_ms": COMPUTE_MS,
+        "ddp_comm_overlap_ms": OVERLAP_MS,
+        "comm_bytes_per_step": sent,
+        "link_busbw_gb_s": busbw,
+    }
+    result = {
+        "status": "completed",
+        "task": "train",
+        "backend": "gloo",
+        "world_size": 2,
+        "round": round_,
+        "overrides": overrides,
+        "metrics": metrics,
+        "link": {"rate_gbit_s": rate, "delay_ms": 0.0},
+        "transport": {"transport": "emulated link (gloo)", "verified": True},
+    }
+    (job / "result.json").write_text(json.dumps(result))
+
+
+def _sweep(tmp_path: Path, slower_at_half: float = 1.0) -> Path:
+    for round_ in range(3):
+        for hook in ("none", "fp16"):
+            _job(tmp_path, 0.5, round_, hook, slower_at_half)
+            _job(tmp_path, 1.0, round_, hook)
+    return tmp_path
+
+
+def test_each_configuration_is_set_beside_what_its_bytes_predict(tmp_path):
+    results = load_sweep(_sweep(tmp_path))
+    rows = link_rows(group(results, swept_keys(results)))
+    assert len(rows) == 4
+    for row in rows:
+        assert row.source == "no_sync probe and DDP"
+        assert abs(row.error) < 0.01, row  # the truth, within the rounds' 0.2 % jitter
+        # The plot's curve passes through the configuration's own rate.
+        assert predicted_at_rate(row, row.rate_gbit_s) == pytest.approx(row.predicted_ms())
+
+
+def test_a_step_slower_than_its_bytes_shows_by_how_much(tmp_path):
+    results = load_sweep(_sweep(tmp_path, slower_at_half=1.3))
+    rows = link_rows(group(results, swept_keys(results)))
+    errors = {r.rate_gbit_s: r.error for r in rows}
+    assert errors[0.5] == pytest.approx(0.30, abs=0.01) and abs(errors[1.0]) < 0.01
+
+
+def test_the_summary_names_the_link_beside_each_verdict_and_draws_the_rate(tmp_path):
+    sweep = _sweep(tmp_path)
+    text = write_summary(sweep, axis="comm_hook", baseline="none")
+    assert text is not None
+    verdicts = [line for line in text.splitlines() if line.startswith("- at ")]
+    assert len(verdicts) == 2
+    assert all("interconnect.rate_gbit_s=" in line and "**faster**" in line for line in verdicts)
+    assert "## Emulated links: measured against the bytes" in text
+    assert (sweep / "link_rate.png").stat().st_size > 10_000
+    # Along the rate the slow link reads slower; a sweep not over the rate names it per line.
+    along_rate = write_summary(sweep, axis="interconnect.rate_gbit_s", baseline=1, plots=False)
+    assert along_rate is not None and along_rate.count("**slower**") == 2
+
+
+def test_a_sweep_on_one_link_names_its_rate_in_every_verdict(tmp_path):
+    for round_ in range(3):
+        for hook in ("none", "fp16"):
+            _job(tmp_path, 0.5, round_, hook)
+    text = write_summary(tmp_path, axis="comm_hook", baseline="none", plots=False)
+    assert text is not None
+    lines = [line for line in text.splitlines() if "comm_hook=fp16 vs none" in line]
+    assert lines and all("on an emulated link of 0.5 Gbit/s" in line for line in lines)
