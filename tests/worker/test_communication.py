@@ -135,6 +135,16 @@ RESULT = {
 }
 
 
+def test_a_traced_job_projects_from_what_its_synced_steps_computed():
+    """On a CPU the communication takes cores from the computing beside it: the trace's
+    computing (and rest) of the synced steps, and its overlap, replace the no_sync step's."""
+    trace = {"compute_ms": 130.0, "overlapped_ms": 30.0, "exposed_comm_ms": 90.0, "other_ms": 8.0}
+    inputs = inputs_from_result({**RESULT, "trace": {"mean": trace}})
+    assert inputs["traced"] == 1.0 and inputs["compute_ms"] == pytest.approx(138.0)
+    assert inputs["overlap_fraction"] == pytest.approx(30.0 / 120.0)
+    assert inputs_from_result(RESULT)["traced"] == 0.0
+
+
 def test_projection_uses_the_ring_cost_and_measured_overlap():
     inputs = inputs_from_result(RESULT)
     assert inputs["overlap_fraction"] == pytest.approx(0.5)

@@ -219,15 +219,16 @@ def _plot_link_rate(sweep_dir: Path, rows: list[LinkRow]) -> Path | None:
     low, high = min(r.rate_gbit_s for r in rows) / 1.5, max(r.rate_gbit_s for r in rows) * 1.5
     rates = [low * (high / low) ** (i / 50) for i in range(51)]
     for label, line in sorted(series.items()):
+        prefix = f"{label}: " if len(series) > 1 else ""
         line.sort(key=lambda r: r.rate_gbit_s)
         means = [r.step_ms for r in line]
         shown = axes.errorbar([r.rate_gbit_s for r in line], [m.mean for m in means],
                               yerr=_errors(means), marker="o", capsize=4, linestyle="none",
-                              label=f"{label}: measured")  # fmt: skip
+                              label=f"{prefix}measured")  # fmt: skip
         middle = line[len(line) // 2]
         predicted = [predicted_at_rate(middle, rate) for rate in rates]
         axes.plot(rates, predicted, linestyle="--", color=shown[0].get_color(),
-                  label=f"{label}: predicted from the bytes")  # fmt: skip
+                  label=f"{prefix}predicted from the bytes")  # fmt: skip
     axes.set_xscale("log")
     measured_rates = sorted({r.rate_gbit_s for r in rows})
     axes.set_xticks(measured_rates, [f"{rate:g}" for rate in measured_rates])
