@@ -111,6 +111,25 @@ def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
     assert _gone(workers)
 
 
+def test_workers_of_a_killed_launcher_end_themselves_within_seconds(tmp_path):
+    """kill -9 of run.py leaves its workers nobody to report to, waiting on a dead store:
+    each notices its launcher is gone and ends (before, they ran on for minutes)."""
+    job = tmp_path / "job"
+    process = _start_long_job(job)
+    try:
+        _wait_for_metrics(process, job)
+        workers = _worker_pids(process.pid)
+        assert len(workers) == 2
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+        process.stdout.close()
+        process.stderr.close()
+    assert _gone(workers, within_s=15), "the workers outlived their launcher"
+    assert "launching process" in (job / "logs" / "rank1.stderr.log").read_text()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_stopped_job_says_so_flushes_tensorboard_and_leaves_no_process(tmp_path, signum):
     job = tmp_path / "job"

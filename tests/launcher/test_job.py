@@ -68,7 +68,7 @@ def test_default_job_trains_two_gloo_ranks_and_logs_everything(default_job):
     assert {"backend", "interconnect", "batch", "global_batch", "precision", "lr"} <= names
     assert status == api_pb2.STATUS_SUCCESS
     assert set(events.Tags()["scalars"]) >= set(FINAL_METRICS.values()) - {
-        "final/mfu", "final/busbw_gb_s_peak"
+        "final/mfu", "final/busbw_gb_s_peak", "final/link_busbw_gb_s"
     }  # fmt: skip
     # Per-rank logs in the job directory (later runs in logs/repeat<N>); rank 0 on the console.
     for logs in (job / "logs", job / "logs" / "repeat1"):

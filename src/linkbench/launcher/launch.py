@@ -30,6 +30,7 @@ from linkbench.config.plan import JobPlan
 from linkbench.errors import ConfigError
 from linkbench.files import rank_error_file, rank_log
 from linkbench.worker.main import worker_main
+from linkbench.worker.stop import LAUNCHER_PID
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
 # imports torch._dynamo, which takes seconds on its own.
@@ -114,6 +115,7 @@ def launch(plan: JobPlan, show_rank0: bool = True) -> dict[int, Any]:
     )
     multiprocessing.set_forkserver_preload(PRELOAD)  # once per process
     saved = dict(os.environ)
+    os.environ[LAUNCHER_PID] = str(os.getpid())  # workers end themselves if it is killed
     try:
         return elastic_launch(config, worker_main)(plan)
     finally:

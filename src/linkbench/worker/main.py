@@ -30,7 +30,7 @@ from linkbench.link.transport import nccl_debug_env
 from linkbench.parts.rank import Rank
 from linkbench.worker.board import Board
 from linkbench.worker.emulated import check_sockets, measure, store
-from linkbench.worker.stop import STOP_SIGNALS, record_failure, stop_on_sigterm
+from linkbench.worker.stop import STOP_SIGNALS, record_failure, stop_on_sigterm, watch_launcher
 from linkbench.worker.task import task_class
 
 log = logging.getLogger("linkbench")
@@ -118,6 +118,7 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     else:
         _setup_logging()
     stop_on_sigterm()
+    watch_launcher()
     local_rank = int(os.environ["LOCAL_RANK"])
     device = _setup_device(plan, local_rank)
     me = Rank(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)

@@ -1,14 +1,21 @@
-"""How a worker stops: SIGTERM as a clean stop, and the record of its own failure.
+"""How a worker stops: SIGTERM as a clean stop, the end of its launcher, and the record of
+its own failure.
 
 SIGTERM in a worker raises :class:`Stopped`, so its ``finally`` blocks run (TensorBoard
-flushes) before it exits, as Ctrl-C's KeyboardInterrupt does. Every worker that raises
-writes ``logs/failure.rank<N>.json`` with the time and its error, from which the launching
-process tells which rank failed first (:mod:`linkbench.launcher.failures`).
+flushes) before it exits, as Ctrl-C's KeyboardInterrupt does. A worker whose launching
+process is gone (``kill -9`` of ``run.py``) has nobody to report to and ranks that wait on a
+dead rendezvous: :func:`watch_launcher` notices within a second, stops it as SIGTERM would,
+and ends it outright if it is stuck in a collective. Every worker that raises writes
+``logs/failure.rank<N>.json`` with the time and its error, from which the launching process
+tells which rank failed first (:mod:`linkbench.launcher.failures`).
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,36 @@ def _raise_stopped(signum: int, frame: Any) -> None:
 def stop_on_sigterm() -> None:
     """Turn SIGTERM into :class:`Stopped` in this (main) thread."""
     signal.signal(signal.SIGTERM, _raise_stopped)
+
+
+LAUNCHER_PID = "LINKBENCH_LAUNCHER_PID"  # set by the launching process for its workers
+WATCH_EVERY_S = 1.0
+GRACE_S = 5.0  # after the SIGTERM, before the worker ends itself outright
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie has ended
+
+
+def _watch(pid: int) -> None:
+    while _alive(pid):
+        time.sleep(WATCH_EVERY_S)
+    print(f"linkbench: the launching process {pid} is gone; this worker stops", file=sys.stderr)
+    os.kill(os.getpid(), signal.SIGTERM)  # Stopped in the main thread: finally blocks run
+    time.sleep(GRACE_S)
+    os._exit(128 + signal.SIGTERM)  # the main thread was stuck in a collective
+
+
+def watch_launcher() -> None:
+    """End this worker when the process that launched it is gone (a daemon thread; does
+    nothing where no launcher said who it is, as under torchrun)."""
+    pid = os.environ.get(LAUNCHER_PID)
+    if pid and pid.isdigit() and int(pid) != os.getpid():
+        threading.Thread(target=_watch, args=(int(pid),), daemon=True, name="watch").start()
 
 
 def record_failure(log_dir: Path, rank: int, error: BaseException) -> None:
