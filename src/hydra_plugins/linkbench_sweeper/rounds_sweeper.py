@@ -9,7 +9,8 @@ round's results were read (:class:`linkbench.launcher.sweeper.AdaptiveRounds`). 
 launcher that runs the jobs of a batch at the same time (joblib) is refused, since rounds
 running together on the same devices measure each other; with
 ``hydra.sweeper.concurrent_jobs=true`` it runs, one round per batch, so rounds at least
-never overlap.
+never overlap. Under Hydra's basic launcher the jobs start one at a time, and none starts
+once the user stopped the sweep (:mod:`linkbench.launcher.stopping`).
 
 Like Hydra's own plugins, the module stores its config (``hydra/sweeper=rounds``) when Hydra
 imports it to look for plugins, so the sweeper is there for any Hydra app, run.py or not."""
@@ -25,6 +26,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 
 from linkbench.analysis.sequential import DEFAULT_SPENDING, Design
+from linkbench.launcher import stopping
 from linkbench.launcher.sweeper import (
     AUTO,
     DEFAULT_MAX_ROUNDS,
@@ -96,7 +98,14 @@ class RoundsSweeper(BasicSweeper):
         check_rounds(self.config, self.rounds, self.concurrent_jobs)
         self._ordered = False
         self.adaptive = None
+        stopping.reset()
+        assert self.launcher is not None
+        if type(self.launcher).__name__ == "BasicLauncher":  # one job at a time: stoppable
+            self.launcher = stopping.OneJobAtATime(self.launcher, self._jobs_not_taken)
         return super().sweep(arguments)
+
+    def _jobs_not_taken(self) -> int:
+        return sum(len(batch) for batch in (self.overrides or [])[self.batch_index :])
 
     def _parse_config(self) -> list[str]:
         rounds = [] if self.is_adaptive else round_sweep(self.rounds)

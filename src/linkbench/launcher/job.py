@@ -37,6 +37,7 @@ from linkbench.files import (
     rank_log,
     read_json,
 )
+from linkbench.launcher import stopping
 from linkbench.launcher.conditions import snapshot
 from linkbench.launcher.failures import first_failure, first_recorded_failure
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
@@ -298,8 +299,10 @@ def run_job(cfg: DictConfig) -> float:
         raise JobFailed(f"{job_dir}: {message}") from None
     except (KeyboardInterrupt, SignalException, Stopped) as error:
         record.interrupt(f"interrupted ({type(error).__name__}: {error})")
+        name = _signal_name(error)
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            stopping.request(name)  # the sweep stops after this job
         if isinstance(error, SignalException):
-            name = signal.Signals(error.sigval).name
             raise JobInterrupted(f"{job_dir}: stopped by {name}, with its workers") from None
         raise
     except Exception as error:
@@ -319,6 +322,14 @@ def run_job(cfg: DictConfig) -> float:
         record.write()
     assert record.plan is not None  # planned, or the ConfigError above was raised
     return report(record.fields, task_class(record.plan.config.task._target_))
+
+
+def _signal_name(error: BaseException) -> str:
+    """The signal behind a stop: elastic's SignalException carries it; Ctrl-C is SIGINT."""
+    sigval = getattr(error, "sigval", None)  # missing when raised without one
+    if isinstance(sigval, int):
+        return signal.Signals(sigval).name
+    return "SIGINT" if isinstance(error, KeyboardInterrupt) else "SIGTERM"
 
 
 def report(result: dict[str, Any], task: type[Task]) -> float:

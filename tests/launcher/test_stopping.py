@@ -1,0 +1,94 @@
+"""Ctrl-C stops a sweep, not only its running job: no further job starts, the summary of what
+completed is printed, the stop names what was kept, interrupted and never ran, the process
+exits non-zero, and resume=true finishes the sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ..conftest import REPO, clean_env, run_cli
+
+LONG = ["steps=100000", "untimed_steps=1", "log_every=1", "eval.enabled=false"]
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    """A sweep in a process group of its own, as a terminal runs a command."""
+    return subprocess.Popen(
+        [sys.executable, "run.py", "-m", *args],
+        cwd=REPO,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for_a_running_job(process: subprocess.Popen, sweep: Path) -> Path:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for partial in sweep.glob("*/metrics.json"):
+            if json.loads(partial.read_text())["step"] >= 2:
+                return partial.parent
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    pytest.fail("no job of the sweep got going")
+
+
+@pytest.mark.parametrize(
+    ("rounds", "signum"),
+    [("repeats=1", signal.SIGINT), ("repeats=auto", signal.SIGINT), ("repeats=1", signal.SIGTERM)],
+    ids=["fixed-ctrl-c", "adaptive-ctrl-c", "fixed-sigterm"],
+)
+def test_one_ctrl_c_stops_the_whole_sweep_and_says_what_it_kept(tmp_path, rounds, signum):
+    sweep = tmp_path / "sweep"
+    process = _start(["batch=2,3,4", rounds, *LONG, f"hydra.sweep.dir={sweep}"])
+    try:
+        running = _wait_for_a_running_job(process, sweep)
+        stopped_at = time.monotonic()
+        if signum == signal.SIGINT:
+            os.killpg(process.pid, signum)  # what a terminal's Ctrl-C does
+        else:
+            process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert time.monotonic() - stopped_at < 45, "the sweep stops within seconds"
+    assert process.returncode == 128 + signum, stderr[-3000:]
+    name = signal.Signals(signum).name
+    assert f"sweep stopped by {name}" in stdout, stdout[-3000:]
+    assert f"interrupted: {running.name}" in stdout and "never ran" in stdout
+    assert "resume=true" in stdout
+    results = [json.loads(p.read_text()) for p in sweep.glob("*/result.json")]
+    assert [r["status"] for r in results] == ["interrupted"], "no job started after the stop"
+    assert (sweep / "summary.md").is_file()
+
+
+def test_a_stopped_sweep_is_finished_by_resume(tmp_path):
+    sweep = tmp_path / "sweep"
+    # Jobs of about 6 s (60 steps of at least 100 ms), long enough to be stopped in.
+    quick = ["steps=60", "untimed_steps=2", "log_every=2", "repeats=1", "task.no_sync_steps=0"]
+    quick += ["debug.step_delay_ms=100", "eval.enabled=false"]
+    process = _start(["batch=2,3", *quick, f"hydra.sweep.dir={sweep}"])
+    try:
+        _wait_for_a_running_job(process, sweep)
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, _ = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert "Finish it with:" in stdout
+    done = run_cli(["-m", "batch=2,3", *quick, f"hydra.sweep.dir={sweep}", "resume=true"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    statuses = sorted(json.loads(p.read_text())["status"] for p in sweep.glob("*/result.json"))
+    assert statuses == ["completed", "completed"]
