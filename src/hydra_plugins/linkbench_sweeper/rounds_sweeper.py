@@ -24,8 +24,11 @@ from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import open_dict
 
 from linkbench.analysis.sequential import DEFAULT_SPENDING, Design
+from linkbench.config.plan import Machine, make_plan
 from linkbench.launcher import stopping
 from linkbench.launcher.sweeper import (
     AUTO,
@@ -34,10 +37,16 @@ from linkbench.launcher.sweeper import (
     AdaptiveRounds,
     alternate_rounds,
     check_adaptive,
+    check_axis,
+    check_configurations,
     check_rounds,
+    check_values,
     round_sweep,
     sweep_repeats,
 )
+
+
+LINKBENCH_SUMMARY = "linkbench.launcher.callbacks.SweepSummary"
 
 
 @dataclass
@@ -96,6 +105,7 @@ class RoundsSweeper(BasicSweeper):
             check_adaptive(self.max_rounds, self.min_rounds, self.budget_s, self.spending)
         self.rounds = self.max_rounds if self.is_adaptive else int(repeats)
         check_rounds(self.config, self.rounds, self.concurrent_jobs)
+        self._check_whole(arguments)
         self._ordered = False
         self.adaptive = None
         stopping.reset()
@@ -103,6 +113,39 @@ class RoundsSweeper(BasicSweeper):
         if type(self.launcher).__name__ == "BasicLauncher":  # one job at a time: stoppable
             self.launcher = stopping.OneJobAtATime(self.launcher, self._jobs_not_taken)
         return super().sweep(arguments)
+
+    def _check_whole(self, arguments: list[str]) -> None:
+        """Every configuration planned, every value once, the summary's axis and baseline
+        among them, before the first job starts."""
+        assert self.config is not None and self.hydra_context is not None
+        loader = self.hydra_context.config_loader
+        parsed = OverridesParser.create(config_loader=loader).parse_overrides(
+            [*BasicSweeper._parse_config(self), *arguments]
+        )
+        swept = {  # as split_arguments reads them: a later override of a key wins
+            o.get_key_element(): (
+                list(o.sweep_string_iterator())
+                if o.is_sweep_override()
+                else [o.get_value_element_as_str()]
+            )
+            for o in parsed
+        }
+        check_values(swept)
+        summary = self.config.hydra.callbacks.get("sweep_summary") or {}
+        if summary.get("_target_") != LINKBENCH_SUMMARY:
+            return  # another Hydra app: its configurations are not linkbench's to plan
+        check_axis(swept, summary.get("axis"), summary.get("baseline"))
+        machine = Machine.current()
+        sweep_dir = str(self.config.hydra.sweep.dir)
+
+        def plan(job: list[str]) -> None:
+            cfg = loader.load_sweep_config(self.config, job)
+            with open_dict(cfg):
+                del cfg["hydra"]
+            make_plan(cfg, sweep_dir, job, machine)
+
+        jobs = [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
+        check_configurations(jobs, plan)
 
     def _jobs_not_taken(self) -> int:
         return sum(len(batch) for batch in (self.overrides or [])[self.batch_index :])

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,59 @@ def check_rounds(config: DictConfig, rounds: int, concurrent_jobs: bool) -> None
             f"repeats={rounds} would share the devices and measure each other; use the basic "
             "launcher, or add hydra.sweeper.concurrent_jobs=true to run one round at a time."
         )
+
+
+def check_values(swept: dict[str, list[str]]) -> None:
+    """Refuse a swept key that names one value twice: its jobs would share a directory."""
+    for name, values in swept.items():
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise ConfigError(
+                f"{name}={','.join(values)} names {name}={twice[0]} more than once: a "
+                "configuration runs once per round (its rounds are its repeats); remove "
+                "the repeated value."
+            )
+
+
+def _same(value: Any, text: str) -> bool:
+    try:
+        return float(value) == float(text)
+    except (TypeError, ValueError):
+        return str(value) == text
+
+
+def check_axis(swept: dict[str, list[str]], axis: Any, baseline: Any) -> None:
+    """Refuse a summary axis that is not swept, or a baseline that is not one of its values."""
+    if axis is None:
+        if baseline is not None and "interconnect" in swept:
+            axis = "interconnect"
+        else:
+            return
+    varied = sorted(k for k, v in swept.items() if len(v) > 1)
+    if axis not in varied:
+        raise ConfigError(
+            f"hydra.callbacks.sweep_summary.axis={axis} is not a key this sweep sweeps; "
+            f"choose one of {', '.join(varied) or '(none: sweep a key first)'}."
+        )
+    if baseline is not None and not any(_same(baseline, v) for v in swept[axis]):
+        raise ConfigError(
+            f"hydra.callbacks.sweep_summary.baseline={baseline} is not a value of {axis} in "
+            f"this sweep; choose one of {', '.join(swept[axis])}."
+        )
+
+
+def check_configurations(jobs: list[list[str]], plan: Callable[[list[str]], None]) -> None:
+    """Plan every configuration of the sweep before its first job: the first one the plan
+    refuses refuses the sweep, in one sentence naming it, and nothing is created."""
+    for index, job in enumerate(jobs):
+        try:
+            plan(job)
+        except ConfigError as error:
+            shown = " ".join(job) or "(no override)"
+            raise ConfigError(
+                f"configuration {index + 1} of {len(jobs)} of this sweep ({shown}) is refused, "
+                f"so no job starts: {error}"
+            ) from None
 
 
 def alternate_rounds(jobs: list[list[str]], rounds: int) -> list[list[str]]:
