@@ -45,7 +45,6 @@ from linkbench.launcher.sweeper import (
     sweep_repeats,
 )
 
-
 LINKBENCH_SUMMARY = "linkbench.launcher.callbacks.SweepSummary"
 
 
