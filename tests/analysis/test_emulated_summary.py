@@ -96,3 +96,16 @@ def test_a_sweep_on_one_link_names_its_rate_in_every_verdict(tmp_path):
     assert text is not None
     lines = [line for line in text.splitlines() if "comm_hook=fp16 vs none" in line]
     assert lines and all("on an emulated link of 0.5 Gbit/s" in line for line in lines)
+
+
+def test_report_refuses_an_axis_or_baseline_the_sweep_did_not_vary(tmp_path, capsys):
+    from linkbench.analysis.report import main
+
+    sweep = _sweep(tmp_path)
+    assert main(["--axis", "nonexistent_key", str(sweep)]) == 2
+    assert "--axis nonexistent_key is not a key this sweep varies; choose one of" in (
+        capsys.readouterr().err
+    )
+    assert main(["--axis", "comm_hook", "--baseline", "bf16", str(sweep)]) == 2
+    assert "choose one of fp16, none." in capsys.readouterr().err
+    assert main(["--axis", "interconnect.rate_gbit_s", "--baseline", "1.0", str(sweep)]) == 0

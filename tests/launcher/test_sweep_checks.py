@@ -44,3 +44,11 @@ def test_a_sweep_is_refused_whole_before_any_job(tmp_path, args, words):
     assert words in done.stderr, done.stderr[-2000:]
     assert time.monotonic() - started < 60
     assert not list(tmp_path.glob("sweep/*")), "no job directory, no multirun.yaml"
+
+
+def test_an_experiments_sweep_run_without_dash_m_says_so(tmp_path):
+    quick = ["steps=6", "untimed_steps=2", "log_every=2", "task.no_sync_steps=0"]
+    done = run_cli(["+experiment=cpu_smoke", *quick, f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = "defines a sweep (hydra.sweeper.params: interconnect, batch) that runs only with -m"
+    assert said in done.stdout + done.stderr

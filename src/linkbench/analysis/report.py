@@ -36,7 +36,7 @@ from linkbench.analysis.stats import (
     ratio_interval,
     verdict,
 )
-from linkbench.analysis.sweep import Configuration, group, load_sweep, swept_keys
+from linkbench.analysis.sweep import Configuration, group, job_settings, load_sweep, swept_keys
 from linkbench.analysis.trace import STRETCH_WARNING
 from linkbench.files import RESULT_FILE, ROUNDS_FILE, SUMMARY_CSV, SUMMARY_MD, read_json
 from linkbench.metrics import lower_is_better, table
@@ -488,6 +488,28 @@ def compare_sweeps(sweep_a: Path, sweep_b: Path, margin: float = DEFAULT_MARGIN)
     return "\n".join(out) + "\n"
 
 
+def same_value(value: Any, text: str) -> bool:
+    """Whether a value given on the command line (1, "1.0") is a swept value's text ("1")."""
+    try:
+        return float(value) == float(text)
+    except (TypeError, ValueError):
+        return str(value) == text
+
+
+def axis_problem(results: list[dict[str, Any]], axis: str | None, baseline: Any) -> str | None:
+    """Why ``--axis``/``--baseline`` name nothing this sweep varied (None: they do)."""
+    if axis is None:
+        return None
+    keys = [k for k in swept_keys(results) if k != "round"]
+    if axis not in keys:
+        return f"--axis {axis} is not a key this sweep varies; choose one of {', '.join(keys)}."
+    values = sorted({str(job_settings(r).get(axis)) for r in results})
+    if baseline is not None and not any(same_value(baseline, v) for v in values):
+        shown = ", ".join(values)
+        return f"--baseline {baseline} is not a value of {axis} here; choose one of {shown}."
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m linkbench.report",
@@ -513,6 +535,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.sweeps) == 2:
         print(compare_sweeps(args.sweeps[0], args.sweeps[1], margin=args.margin))
         return 0
+    if problem := axis_problem(load_sweep(args.sweeps[0]), args.axis, args.baseline):
+        print(problem, file=sys.stderr)
+        return 2
     print(write_summary(args.sweeps[0], args.axis, args.baseline, args.margin, family=args.family))
     print(f"written: {args.sweeps[0] / SUMMARY_CSV}, {args.sweeps[0] / SUMMARY_MD} and plots")
     return 0

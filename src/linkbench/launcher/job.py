@@ -240,6 +240,19 @@ def _run_other_rank(
     return 0.0
 
 
+def _unswept(hydra_cfg: Any) -> list[str]:
+    """A sweep the config defines (an experiment's hydra.sweeper.params) runs only with -m:
+    say so when it was run without."""
+    params = hydra_cfg.sweeper.get("params") or {}
+    if hydra_cfg.mode != RunMode.RUN or not params:
+        return []
+    return [
+        f"this config defines a sweep (hydra.sweeper.params: {', '.join(params)}) that runs "
+        "only with -m; this runs one job with the values the config sets: add -m to run the "
+        "sweep."
+    ]
+
+
 def _auto_choices(hydra_cfg: Any, plan: JobPlan) -> dict[str, str]:
     """What ``model=auto`` and ``precision=auto`` chose on this machine (logged once)."""
     chosen = {"model": plan.config.model.name, "precision": str(plan.config.precision.name)}
@@ -282,6 +295,7 @@ def run_job(cfg: DictConfig) -> float:
         if plan.config.compile and hydra_cfg.mode == RunMode.MULTIRUN:
             sweep_cache = str(Path(hydra_cfg.sweep.dir) / COMPILE_CACHE_DIR)
             plan = dataclasses.replace(plan, compile_cache_dir=sweep_cache)
+        plan.notes.extend(_unswept(hydra_cfg))
         record.planned(plan)
         record.fields["auto"] = _auto_choices(hydra_cfg, plan)
         write_rerun_config(plan, job_dir)

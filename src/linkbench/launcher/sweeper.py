@@ -35,6 +35,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from linkbench.analysis.compare import Comparison, sweep_comparisons
+from linkbench.analysis.report import same_value
 from linkbench.analysis.sequential import SPENDING, Design
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import Configuration, load_sweep
@@ -120,13 +121,6 @@ def check_values(swept: dict[str, list[str]]) -> None:
             )
 
 
-def _same(value: Any, text: str) -> bool:
-    try:
-        return float(value) == float(text)
-    except (TypeError, ValueError):
-        return str(value) == text
-
-
 def check_axis(swept: dict[str, list[str]], axis: Any, baseline: Any) -> None:
     """Refuse a summary axis that is not swept, or a baseline that is not one of its values."""
     if axis is None:
@@ -140,7 +134,7 @@ def check_axis(swept: dict[str, list[str]], axis: Any, baseline: Any) -> None:
             f"hydra.callbacks.sweep_summary.axis={axis} is not a key this sweep sweeps; "
             f"choose one of {', '.join(varied) or '(none: sweep a key first)'}."
         )
-    if baseline is not None and not any(_same(baseline, v) for v in swept[axis]):
+    if baseline is not None and not any(same_value(baseline, v) for v in swept[axis]):
         raise ConfigError(
             f"hydra.callbacks.sweep_summary.baseline={baseline} is not a value of {axis} in "
             f"this sweep; choose one of {', '.join(swept[axis])}."
