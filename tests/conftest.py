@@ -67,6 +67,15 @@ def clean_env(gpus: bool = False, python_path: Path | None = None) -> dict[str, 
     return env
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended: only its parent has not reaped it)."""
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def run_cli(
     args: list[str], timeout: float = 240, env: dict[str, str] | None = None, gpus: bool = False
 ) -> subprocess.CompletedProcess:

@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from linkbench.launcher.failures import first_failure
 
-from ..conftest import QUICK, REPO, clean_env, load_result, run_cli
+from ..conftest import QUICK, REPO, alive, clean_env, load_result, run_cli
 
 
 def _children(parent: int) -> list[tuple[int, bytes]]:
@@ -63,19 +63,11 @@ def _wait_for_metrics(process: subprocess.Popen, job: Path, at_least_step: int =
     pytest.fail("the job never wrote metrics.json")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"  # a zombie has ended
-
-
 def _gone(pids: list[int], within_s: float = 10.0) -> bool:
     """No process in ``pids`` is alive within ``within_s`` seconds (the forkserver notices
     that its parent ended on its next read, which a loaded machine may delay)."""
     deadline = time.monotonic() + within_s
-    while any(_alive(pid) for pid in pids):
+    while any(alive(pid) for pid in pids):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.2)

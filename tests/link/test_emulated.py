@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +23,7 @@ from linkbench.link.emulated import (
     payload_gb_s,
 )
 
-from ..conftest import REPO, clean_env, load_result, run_cli
+from ..conftest import REPO, alive, clean_env, load_result, run_cli
 
 CPU = Machine(cuda_devices=0)
 PROBLEM = netns.emulation_problem(delay=False)
@@ -177,7 +176,7 @@ def test_what_a_killed_launcher_left_is_removed_at_the_next_start():
     removed = netns.sweep_stale()
     assert any(token in line and "1 process(es)" in line for line in removed), removed
     assert not set(names) & set(ours())
-    _wait_for(lambda: not any(_alive(pid) for pid in left), 10)
+    _wait_for(lambda: not any(alive(pid) for pid in left), 10)
 
 
 @needs_namespaces
@@ -199,14 +198,6 @@ def test_an_emulated_job_runs_over_its_link_and_leaves_nothing(tmp_path):
     assert manifest["link"]["rate_gbit_s"] == 2.0
     assert manifest["config"]["interconnect"]["rate_gbit_s"] == 2.0
     assert not [n for n in ours() if n not in BEFORE]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"  # a zombie has ended
 
 
 def _wait_for(predicate, within_s: float = 120.0) -> None:
@@ -250,7 +241,7 @@ def test_a_stopped_or_killed_emulated_job_leaves_nothing_behind(tmp_path, how):
     else:
         assert load_result(job)["status"] == "interrupted"
     assert not set(names) & set(ours())
-    _wait_for(lambda: not any(_alive(pid) for pid in workers), 10)
+    _wait_for(lambda: not any(alive(pid) for pid in workers), 10)
 
 
 BEFORE = set(ours()) if PROBLEM is None else set()
