@@ -178,3 +178,28 @@ def test_a_missing_experiment_lists_the_committed_ones(tmp_path):
     done = _refused(["+experiment=nope", f"hydra.run.dir={tmp_path}"], "nope")
     assert "nvlink_vs_pcie" in done.stderr
     assert not Path(tmp_path / "result.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["model.loss=foo"], "model.loss=foo cannot be imported (ModuleNotFoundError"),
+        (
+            ["optimizer=adamw", "+optimizer.kwargs.betas=[0.9]"],
+            "optimizer=adamw (torch.optim.AdamW with optimizer.kwargs={'betas': [0.9]}) "
+            "cannot be built: IndexError",
+        ),
+        (["optimizer=sgd", "+optimizer.kwargs.nesterov_typo=true"], "nesterov_typo"),
+    ],
+    ids=[
+        "a-loss-that-does-not-import",
+        "an-optimizer-keyword-it-cannot-take",
+        "an-unknown-keyword",
+    ],
+)
+def test_a_loss_or_optimizer_that_cannot_be_built_is_refused_before_any_worker(
+    tmp_path, args, words
+):
+    done = _refused([*args, f"hydra.run.dir={tmp_path / 'job'}"], words)
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "job" / "logs").exists(), "no worker started"

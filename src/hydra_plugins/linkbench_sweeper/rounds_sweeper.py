@@ -30,6 +30,7 @@ from omegaconf import open_dict
 from linkbench.analysis.sequential import DEFAULT_SPENDING, Design
 from linkbench.config.plan import Machine, make_plan
 from linkbench.launcher import stopping
+from linkbench.launcher.job import checked
 from linkbench.launcher.sweeper import (
     AUTO,
     DEFAULT_MAX_ROUNDS,
@@ -141,7 +142,7 @@ class RoundsSweeper(BasicSweeper):
             cfg = loader.load_sweep_config(self.config, job)
             with open_dict(cfg):
                 del cfg["hydra"]
-            make_plan(cfg, sweep_dir, job, machine)
+            checked(make_plan(cfg, sweep_dir, job, machine))
 
         jobs = [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
         check_configurations(jobs, plan)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -47,6 +48,8 @@ from linkbench.link.nccl_log import parse_files, requested_vs_used
 from linkbench.link.netns import LinkError, Network, new_spec
 from linkbench.link.transport import verify, verify_link
 from linkbench.parts.flops import train_flops_per_sample
+from linkbench.parts.models import loss_function
+from linkbench.parts.optim import optimizer_class
 from linkbench.worker import checkpoint
 from linkbench.worker.main import worker_main
 from linkbench.worker.stop import Stopped
@@ -117,6 +120,44 @@ def timing_overheads(
     if "first_step_done_at" in timeline:
         out["launch_to_first_step_s"] = timeline["first_step_done_at"] - launched_at
     return out
+
+
+def check_parts(plan: JobPlan) -> None:
+    """The loss and the optimizer a training job names, resolved, and the optimizer built
+    once over one CPU parameter: a bad name or keyword is one sentence before any worker
+    starts, not a traceback from a rank."""
+    c = plan.config
+    if not task_class(c.task._target_).trains:
+        return
+    try:
+        loss_function(c.model)
+    except Exception as error:
+        cause = error.__cause__ or error  # Hydra wraps the import's own error
+        why = f"{type(cause).__name__}: {cause}".replace("\n", " ")
+        raise ConfigError(
+            f"model.loss={c.model.loss} cannot be imported ({why}); name a function "
+            "loss(outputs, targets), e.g. linkbench.parts.models.cross_entropy."
+        ) from None
+    try:
+        cls, kwargs = optimizer_class(
+            c.optimizer, plan.lr, c.model.weight_decay, torch.device("cpu"), grad_scaler=False
+        )
+        cls([torch.nn.Parameter(torch.zeros(1))], **kwargs)
+    except Exception as error:
+        cause = error.__cause__ or error
+        why = f"{type(cause).__name__}: {cause}".replace("\n", " ")
+        raise ConfigError(
+            f"optimizer={c.optimizer.name} ({c.optimizer._target_} with optimizer.kwargs="
+            f"{dict(c.optimizer.kwargs)}) cannot be built: {why}; fix optimizer._target_ or "
+            "optimizer.kwargs."
+        ) from None
+
+
+def checked(plan: JobPlan) -> JobPlan:
+    """The plan, its loss, optimizer and model checked by building them where that is cheap
+    (the model on the meta device, which also counts its FLOPs)."""
+    check_parts(plan)
+    return with_flops(plan)
 
 
 def with_flops(plan: JobPlan) -> JobPlan:
@@ -291,7 +332,7 @@ def run_job(cfg: DictConfig) -> float:
     record = JobRecord(job_dir, overrides)
     job_started_at = time.time()
     try:
-        plan = with_flops(_plan_job(cfg, job_dir, overrides, machine))
+        plan = checked(_plan_job(cfg, job_dir, overrides, machine))
         if plan.config.compile and hydra_cfg.mode == RunMode.MULTIRUN:
             sweep_cache = str(Path(hydra_cfg.sweep.dir) / COMPILE_CACHE_DIR)
             plan = dataclasses.replace(plan, compile_cache_dir=sweep_cache)
