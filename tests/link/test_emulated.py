@@ -96,7 +96,7 @@ def test_without_root_one_sentence_says_how_to_run_it(monkeypatch):
     ("overrides", "words"),
     [
         (["interconnect.rate_gbit_s=0"], "interconnect.rate_gbit_s=0.0 must be a rate above 0"),
-        (["interconnect.rate_gbit_s=100"], "at most 32 Gbit/s"),
+        (["interconnect.rate_gbit_s=1000"], "at most 400 Gbit/s"),
         (["interconnect.delay_ms=-1"], "interconnect.delay_ms=-1.0 must be >= 0"),
         (["interconnect.delay_ms=1", "interconnect.jitter_ms=2"], "must not exceed"),
         (["interconnect=pcie", "interconnect.rate_gbit_s=1"], "only with interconnect=emulated"),

@@ -34,7 +34,7 @@ MTU = 1500
 # timestamps) plus the IP and TCP headers and the 14-byte Ethernet header tbf also counts.
 MSS = MTU - 20 - 32
 WIRE_PER_SEGMENT = MTU + 14
-MAX_RATE_GBIT_S = 32.0  # tbf's rate is a 32-bit count of bytes per second
+MAX_RATE_GBIT_S = 400.0  # a 400 Gbit/s NIC; a host's veth pairs carry far less (docs/emulated.md)
 
 
 def payload_gb_s(rate_gbit_s: float) -> float:
