@@ -33,9 +33,14 @@ from ..conftest import run_cli
             ["interconnect=nvlink,pcie", "hydra.callbacks.sweep_summary.baseline=socket"],
             "baseline=socket is not a value of interconnect",
         ),
+        (
+            ["batch=range(1,90)", "repeats=3"],
+            "this sweep means 89 configurations and 267 jobs, more than "
+            "hydra.sweeper.max_jobs=200; add hydra.sweeper.max_jobs=267",
+        ),
     ],
     ids=["a-bad-configuration", "a-value-twice", "an-axis-not-swept", "a-baseline-not-swept",
-         "a-baseline-of-the-default-axis"],
+         "a-baseline-of-the-default-axis", "a-large-sweep-unconfirmed"],
 )  # fmt: skip
 def test_a_sweep_is_refused_whole_before_any_job(tmp_path, args, words):
     started = time.monotonic()

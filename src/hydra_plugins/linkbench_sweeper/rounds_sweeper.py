@@ -33,6 +33,7 @@ from linkbench.launcher import stopping
 from linkbench.launcher.job import checked
 from linkbench.launcher.sweeper import (
     AUTO,
+    DEFAULT_MAX_JOBS,
     DEFAULT_MAX_ROUNDS,
     DEFAULT_MIN_ROUNDS,
     AdaptiveRounds,
@@ -41,6 +42,7 @@ from linkbench.launcher.sweeper import (
     check_axis,
     check_configurations,
     check_rounds,
+    check_size,
     check_values,
     round_sweep,
     sweep_repeats,
@@ -67,6 +69,9 @@ class RoundsSweeperConf:
     """repeats=auto: no round is started that would end the sweep later than this (seconds)."""
     spending: str = DEFAULT_SPENDING
     """repeats=auto: how the design spends its 5 % over the looks: obrien_fleming or pocock."""
+    max_jobs: int = DEFAULT_MAX_JOBS
+    """A sweep of more jobs (fixed rounds) or more at its fewest (adaptive: min_rounds per
+    configuration) is refused until this is raised to confirm it."""
 
 
 ConfigStore.instance().store(
@@ -89,11 +94,13 @@ class RoundsSweeper(BasicSweeper):
         min_rounds: int = DEFAULT_MIN_ROUNDS,
         budget_s: float | None = None,
         spending: str = DEFAULT_SPENDING,
+        max_jobs: int = DEFAULT_MAX_JOBS,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         self.concurrent_jobs = concurrent_jobs
         self.max_rounds, self.min_rounds = max_rounds, min_rounds
         self.budget_s, self.spending = budget_s, spending
+        self.max_jobs = max_jobs
         self._ordered = False
         self.adaptive: AdaptiveRounds | None = None
 
@@ -115,8 +122,9 @@ class RoundsSweeper(BasicSweeper):
         return super().sweep(arguments)
 
     def _check_whole(self, arguments: list[str]) -> None:
-        """Every configuration planned, every value once, the summary's axis and baseline
-        among them, before the first job starts."""
+        """Before the first job: every value once, the sweep's size (said, and confirmed when
+        large), the summary's axis and baseline among the values, every configuration
+        planned."""
         assert self.config is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader
         parsed = OverridesParser.create(config_loader=loader).parse_overrides(
@@ -131,6 +139,9 @@ class RoundsSweeper(BasicSweeper):
             for o in parsed
         }
         check_values(swept)
+        jobs = [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
+        fewest = len(jobs) * (self.min_rounds if self.is_adaptive else self.rounds)
+        check_size(len(jobs), fewest, self.is_adaptive, self.max_jobs)
         summary = self.config.hydra.callbacks.get("sweep_summary") or {}
         if summary.get("_target_") != LINKBENCH_SUMMARY:
             return  # another Hydra app: its configurations are not linkbench's to plan
@@ -144,7 +155,6 @@ class RoundsSweeper(BasicSweeper):
                 del cfg["hydra"]
             checked(make_plan(cfg, sweep_dir, job, machine))
 
-        jobs = [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
         check_configurations(jobs, plan)
 
     def _jobs_not_taken(self) -> int:

@@ -94,7 +94,7 @@ def stop_sweep(config: Any, never_ran: int) -> None:
         + (f", {failed} failed" if failed else "")
         + (f", interrupted: {', '.join(interrupted)}" if interrupted else "")
         + f"; {never_ran} never ran"
-        + (" (adaptive rounds: and the rounds not yet decided)" if _adaptive(config) else "")
+        + (" (nor the rounds the adaptive design had yet to run)" if _adaptive(config) else "")
         + f". Summary of what completed: {summary}. Finish it with: {again}",
         flush=True,
     )

@@ -49,6 +49,7 @@ ROUND_KEY = "round"
 AUTO = "auto"
 DEFAULT_MAX_ROUNDS = 8
 DEFAULT_MIN_ROUNDS = 3
+DEFAULT_MAX_JOBS = 200
 
 
 # Launchers that run a batch's jobs at the same time on this host.
@@ -107,6 +108,18 @@ def check_rounds(config: DictConfig, rounds: int, concurrent_jobs: bool) -> None
             f"repeats={rounds} would share the devices and measure each other; use the basic "
             "launcher, or add hydra.sweeper.concurrent_jobs=true to run one round at a time."
         )
+
+
+def check_size(configurations: int, fewest_jobs: int, adaptive: bool, max_jobs: int) -> None:
+    """Say up front what the sweep means; refuse one beyond ``max_jobs`` until confirmed."""
+    jobs = f"at least {fewest_jobs} jobs (adaptive rounds)" if adaptive else f"{fewest_jobs} jobs"
+    if fewest_jobs > max_jobs:
+        raise ConfigError(
+            f"this sweep means {configurations} configurations and {jobs}, more than "
+            f"hydra.sweeper.max_jobs={max_jobs}; add hydra.sweeper.max_jobs={fewest_jobs} (or "
+            "more) to confirm it, or sweep fewer values."
+        )
+    log.info("sweep: %d configuration(s), %s", configurations, jobs)
 
 
 def check_values(swept: dict[str, list[str]]) -> None:
