@@ -14,6 +14,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
 
 from linkbench.config.schema import register
 
@@ -65,6 +67,16 @@ def clean_env(gpus: bool = False, python_path: Path | None = None) -> dict[str, 
     if python_path is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(python_path), env.get("PYTHONPATH")]))
     return env
+
+
+def hparams_of_run(job_dir: Path) -> tuple[set[str], int]:
+    """(hparam names, session end status) of this run's HParams session."""
+    events = EventAccumulator(str(job_dir))
+    events.Reload()
+    content = events.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"])
+    return set(start.session_start_info.hparams), end.session_end_info.status
 
 
 def alive(pid: int) -> bool:

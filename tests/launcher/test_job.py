@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+from tensorboard.plugins.hparams import api_pb2
 
 from linkbench.launcher.hparams import FINAL_METRICS
 
-from ..conftest import QUICK, REPO, clean_env, load_result, run_cli
+from ..conftest import QUICK, REPO, clean_env, hparams_of_run, load_result, run_cli
 
 EXPECTED_SCALARS = {
     "train/loss",
@@ -25,16 +25,6 @@ EXPECTED_SCALARS = {
 
 def event_dirs(root: Path) -> set[Path]:
     return {p.parent for p in root.rglob("events.out.tfevents.*")}
-
-
-def hparams_of_run(job_dir: Path) -> tuple[set[str], int]:
-    """(hparam names, session end status) of this run's HParams session."""
-    events = EventAccumulator(str(job_dir))
-    events.Reload()
-    content = events.PluginTagToContent("hparams")
-    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
-    end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"])
-    return set(start.session_start_info.hparams), end.session_end_info.status
 
 
 def test_default_job_trains_two_gloo_ranks_and_logs_everything(default_job):

@@ -23,7 +23,7 @@ from linkbench.link.emulated import (
     payload_gb_s,
 )
 
-from ..conftest import REPO, alive, clean_env, load_result, run_cli
+from ..conftest import REPO, alive, clean_env, hparams_of_run, load_result, run_cli
 
 CPU = Machine(cuda_devices=0)
 PROBLEM = netns.emulation_problem(delay=False)
@@ -197,6 +197,8 @@ def test_an_emulated_job_runs_over_its_link_and_leaves_nothing(tmp_path):
     manifest = json.loads((job / "manifest.json").read_text())
     assert manifest["link"]["rate_gbit_s"] == 2.0
     assert manifest["config"]["interconnect"]["rate_gbit_s"] == 2.0
+    hparams, _ = hparams_of_run(job)
+    assert {"interconnect.rate_gbit_s", "interconnect.delay_ms"} <= hparams
     assert not [n for n in ours() if n not in BEFORE]
 
 
