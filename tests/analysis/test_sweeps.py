@@ -303,3 +303,17 @@ def test_resume_skips_completed_jobs_and_reruns_the_rest(cpu_sweep, tmp_path):
     assert json.loads((redo_job / "result.json").read_text())["status"] == "completed"
     console = again.stdout + again.stderr
     assert console.count("already completed; skipping") == 11
+
+
+def test_an_arm_left_with_one_run_gets_no_verdict_and_a_failed_job_no_headline(tmp_path):
+    """The sweep of a killed worker: one arm kept one run of two, the other two of two."""
+    fake_job(tmp_path, ["interconnect=nvlink"], [1539.0], round_=0)
+    fake_job(tmp_path, ["interconnect=nvlink"], [2419.4], status="failed", round_=1)
+    fake_job(tmp_path, ["interconnect=pcie"], [1000.0], round_=0)
+    fake_job(tmp_path, ["interconnect=pcie"], [1010.0], round_=1)
+    text = write_summary(tmp_path, plots=False)
+    verdict = next(line for line in text.splitlines() if "interconnect=nvlink vs pcie" in line)
+    assert "**inconclusive** (a side with one run gives no interval" in verdict
+    assert "1 vs 2 runs" in verdict
+    failed_row = next(line for line in text.splitlines() if "| failed |" in line)
+    assert "2419.4" not in failed_row and "2,419.4" not in failed_row

@@ -130,7 +130,7 @@ def verdict_line(c: Comparison) -> str:
     if not c.ratio.has_interval:
         return (
             f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {c.ratio.estimate:.3f}x "
-            f"({c.unit}), {runs}: **inconclusive** (one run each gives no interval; "
+            f"({c.unit}), {runs}: **inconclusive** (a side with one run gives no interval; "
             "use repeats=3 or more)"
         )
     line = (
@@ -356,6 +356,8 @@ def _jobs_table(configs: list[Configuration]) -> list[str]:
         key, unit = config.headline()
         for job in config.jobs:
             metrics, transport = job.get("metrics", {}), job.get("transport") or {}
+            if job.get("status") != "completed":  # what it measured is kept in its result.json
+                metrics = {}  # but is no headline of its configuration
             runs = len(job.get("repeat_metrics") or ([metrics] if metrics else []))
             comm = metrics.get("comm_fraction")
             out.append(

@@ -114,8 +114,9 @@ def difference_interval(
     design: Design | None = None,
 ) -> Interval:
     """mean(arm) - mean(baseline) with its interval: paired t over ``pairs`` (values of the
-    same round) when there are two or more, else Welch's t. Under an adaptive sweep's
-    ``design``, the paired interval is its repeated confidence interval."""
+    same round) when there are two or more, else Welch's t, which needs two runs on each
+    side (with fewer: no interval). Under an adaptive sweep's ``design``, the paired interval
+    is its repeated confidence interval."""
     runs = (len(arm), len(baseline))
     if len(pairs) >= 2:
         diffs = [a - b for a, b in pairs]
@@ -127,14 +128,11 @@ def difference_interval(
     mean = statistics.fmean(arm) - statistics.fmean(baseline)
     var_a = statistics.variance(arm) if len(arm) > 1 else None
     var_b = statistics.variance(baseline) if len(baseline) > 1 else None
-    if var_a is None and var_b is None:
+    if var_a is None or var_b is None:
+        # One run on a side has no spread of its own: an interval that borrowed the other
+        # side's would judge a run that may be unlike its configuration's (a disturbed or
+        # cut-short one), so there is no interval and no verdict.
         return Interval(mean, mean, mean, runs, "none", None)
-    if var_a is None or var_b is None:  # one run on one side: it borrows the other's variance
-        var = var_a if var_a is not None else var_b
-        assert var is not None
-        df = float((len(arm) if var_a is not None else len(baseline)) - 1)
-        se = math.sqrt(var / len(arm) + var / len(baseline))
-        return _interval(mean, _t(df, confidence) * se, runs, "welch", math.sqrt(var))
     se_a, se_b = var_a / len(arm), var_b / len(baseline)
     if se_a + se_b == 0:
         return _interval(mean, 0.0, runs, "welch", 0.0)
