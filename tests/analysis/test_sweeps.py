@@ -317,3 +317,19 @@ def test_an_arm_left_with_one_run_gets_no_verdict_and_a_failed_job_no_headline(t
     assert "1 vs 2 runs" in verdict
     failed_row = next(line for line in text.splitlines() if "| failed |" in line)
     assert "2419.4" not in failed_row and "2,419.4" not in failed_row
+
+
+def test_a_comparison_counts_the_rounds_it_paired_not_its_runs(tmp_path):
+    """Rounds that do not line up (a failed job on one side): 4 runs each, 3 rounds paired;
+    the futility check and the 'stopped after N rounds' text read the pairs."""
+    from linkbench.analysis.compare import sweep_comparisons
+    from linkbench.analysis.sweep import load_sweep
+
+    for round_, value in enumerate([1000.0, 1010.0, 990.0, 1005.0]):
+        fake_job(tmp_path, ["interconnect=nvlink"], [value], round_=round_)
+    for round_, value in [(0, 1000.0), (1, 1003.0), (3, 998.0), (4, 1001.0)]:
+        fake_job(tmp_path, ["interconnect=pcie"], [value], round_=round_)
+    fake_job(tmp_path, ["interconnect=pcie"], [], status="failed", round_=2)
+    comparison = sweep_comparisons(load_sweep(tmp_path)).comparisons[0]
+    assert comparison.ratio.runs == (4, 4) and comparison.ratio.method == "paired"
+    assert comparison.pairs == 3

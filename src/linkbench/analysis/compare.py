@@ -64,8 +64,9 @@ class Comparison:
 
     @property
     def pairs(self) -> int:
-        """Rounds both sides ran."""
-        return min(self.ratio.runs)
+        """Rounds paired in the interval (both sides' runs of the same round; a round whose
+        job failed on one side pairs nothing), 0 for an unpaired one."""
+        return self.ratio.pairs
 
     def chance_to_decide(self) -> float | None:
         """Under an adaptive sweep's design, the chance that its last round decides this
@@ -290,6 +291,8 @@ def scaling_rows(configs: list[Configuration], key: str = "devices") -> list[Sca
             found = compare_configurations(config, single, key)
             if found is not None:
                 r = found.ratio
-                efficiency = Interval(r.estimate / n, r.low / n, r.high / n, r.runs, r.method, r.sd)
+                efficiency = Interval(
+                    r.estimate / n, r.low / n, r.high / n, r.runs, r.method, r.sd, r.pairs
+                )
         rows.append(ScalingRow(config, n, efficiency))
     return rows

@@ -64,6 +64,8 @@ class Interval:
     sd: float | None
     """Standard deviation of one run's value (of one round's difference, when paired), on
     the scale the interval was computed on (the log scale for ratios)."""
+    pairs: int = 0
+    """Rounds (or seeds) paired in a paired or sequential interval; 0 otherwise."""
 
     @property
     def has_interval(self) -> bool:
@@ -124,7 +126,8 @@ def difference_interval(
         n = len(diffs)
         bound = design.t_bound(n, confidence) if design is not None else _t(n - 1, confidence)
         method = "paired" if design is None else "sequential"
-        return _interval(statistics.fmean(diffs), bound * sd / math.sqrt(n), runs, method, sd)
+        half = bound * sd / math.sqrt(n)
+        return _interval(statistics.fmean(diffs), half, runs, method, sd, pairs=n)
     mean = statistics.fmean(arm) - statistics.fmean(baseline)
     var_a = statistics.variance(arm) if len(arm) > 1 else None
     var_b = statistics.variance(baseline) if len(baseline) > 1 else None
@@ -141,8 +144,10 @@ def difference_interval(
     return _interval(mean, half, runs, "welch", math.sqrt((var_a + var_b) / 2))
 
 
-def _interval(mean: float, half: float, runs: tuple[int, int], method: str, sd: float) -> Interval:
-    return Interval(mean, mean - half, mean + half, runs, method, sd)
+def _interval(
+    mean: float, half: float, runs: tuple[int, int], method: str, sd: float, pairs: int = 0
+) -> Interval:
+    return Interval(mean, mean - half, mean + half, runs, method, sd, pairs)
 
 
 def ratio_interval(
@@ -159,7 +164,7 @@ def ratio_interval(
     log_pairs = [(math.log(a), math.log(b)) for a, b in pairs]
     logs = [math.log(v) for v in arm], [math.log(v) for v in baseline]
     d = difference_interval(*logs, log_pairs, confidence, design)
-    return Interval(_exp(d.estimate), _exp(d.low), _exp(d.high), d.runs, d.method, d.sd)
+    return Interval(_exp(d.estimate), _exp(d.low), _exp(d.high), d.runs, d.method, d.sd, d.pairs)
 
 
 def _exp(x: float) -> float:
