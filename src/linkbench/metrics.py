@@ -112,3 +112,11 @@ def unit(name: str) -> str:
     """``name``'s unit ("" for a number without one, or a key the table does not know)."""
     found = metric(name)
     return found.unit if found is not None else ""
+
+
+def probe_mark(metrics: dict[str, Any]) -> str | None:
+    """The mark every table prints beside a job's exposed communication when its probe could
+    not measure it: the words of its ``comm_exposed_note`` before the colon ("below this
+    probe's noise", or "a bias of this probe"); None when the figure stands."""
+    note = metrics.get("comm_exposed_note")
+    return str(note).split(":")[0] if note else None

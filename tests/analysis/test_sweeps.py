@@ -333,3 +333,22 @@ def test_a_comparison_counts_the_rounds_it_paired_not_its_runs(tmp_path):
     comparison = sweep_comparisons(load_sweep(tmp_path)).comparisons[0]
     assert comparison.ratio.runs == (4, 4) and comparison.ratio.method == "paired"
     assert comparison.pairs == 3
+
+
+def test_a_probe_mark_goes_wherever_its_number_does(tmp_path):
+    """The jobs table and summary.csv carry the probe's mark beside exposed communication."""
+    bias = "a bias of this probe: the no_sync steps took 6.140 ms longer"
+    noise = "below this probe's noise: +0.1 ms [-0.2, +0.4]"
+    for round_ in range(3):
+        for arm, note in (("nvlink", bias), ("pcie", noise)):
+            extra = {"comm_fraction": -0.225, "comm_exposed_note": note}
+            fake_job(tmp_path, [f"interconnect={arm}"], [1000.0 + round_], round_=round_,
+                     extra=extra)  # fmt: skip
+    text = write_summary(tmp_path, plots=False)
+    rows = [line for line in text.splitlines() if "| completed |" in line]
+    assert rows and all("-22.5% (" in row for row in rows)
+    assert any("(a bias of this probe)" in r for r in rows)
+    assert any("(below this probe's noise)" in r for r in rows)
+    marks = {r["interconnect"]: r["comm_exposed_mark"] for r in csv.DictReader(
+        (tmp_path / "summary.csv").open())}  # fmt: skip
+    assert marks == {"nvlink": "a bias of this probe", "pcie": "below this probe's noise"}

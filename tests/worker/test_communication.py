@@ -191,6 +191,10 @@ def test_the_probes_windows_alternate_and_give_the_difference_an_interval():
     assert "below this probe's noise" in noise_note(mean, low, high, 3)
     assert noise_note(2.0, 1.5, 2.5, 3) is None  # clear of 0
     assert "negative" in noise_note(-0.5, -0.5, -0.5, 1)  # one window: no interval
+    # Wholly below 0 is no noise: the no_sync steps ran slower, a bias of the probe.
+    bias = noise_note(-6.14, -9.83, -2.46, 5)
+    assert bias.startswith("a bias of this probe: the no_sync steps took 6.140 ms")
+    assert "below this probe's noise" not in bias
 
 
 def test_an_injected_comm_delay_is_found_by_the_probe_and_the_trace(tmp_path):

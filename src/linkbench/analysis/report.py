@@ -39,7 +39,7 @@ from linkbench.analysis.stats import (
 from linkbench.analysis.sweep import Configuration, group, job_settings, load_sweep, swept_keys
 from linkbench.analysis.trace import STRETCH_WARNING
 from linkbench.files import RESULT_FILE, ROUNDS_FILE, SUMMARY_CSV, SUMMARY_MD, read_json
-from linkbench.metrics import lower_is_better, table
+from linkbench.metrics import lower_is_better, probe_mark, table
 
 DEFAULT_TOLERANCE = 0.01  # held-out accuracy "stays" within one point of the smallest batch's
 TRACE_NOTE = (
@@ -206,7 +206,7 @@ def _scaling_table(rows: list[ScalingRow]) -> list[str]:
         epoch = c.mean("epoch_time_s")
         out.append(
             f"| {c.label(skip='devices')} | {row.devices} | {_fmt(mean and mean.mean)} | "
-            f"{shown} | {f'{comm.mean:.1%}' if comm else ''} | "
+            f"{shown} | {f'{comm.mean:.1%}{_marks(c)}' if comm else ''} | "
             f"{_fmt(memory and memory.mean, 2)} | {_fmt(epoch and epoch.mean, 1)} |"
         )
     return out
@@ -299,13 +299,16 @@ def _trace_table(configs: list[Configuration]) -> list[str]:
     return [header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
 
 
+def _marks(config: Configuration) -> str:
+    """The probe's marks of a configuration's jobs, as " (mark)", or ""."""
+    marks = sorted({m for j in config.jobs if (m := probe_mark(j.get("metrics") or {}))})
+    return f" ({'; '.join(marks)})" if marks else ""
+
+
 def _probe(config: Configuration) -> str:
-    """The probe's exposed communication, or that it is below the probe's noise."""
+    """The probe's exposed communication, with its mark when it could not measure it."""
     probe = config.mean("comm_exposed_ms")
-    if probe is None:
-        return ""
-    noisy = [j for j in config.jobs if "comm_exposed_note" in (j.get("metrics") or {})]
-    return f"{probe.mean:.2f}" + (" (below the probe's noise)" if noisy else "")
+    return "" if probe is None else f"{probe.mean:.2f}{_marks(config)}"
 
 
 def _global_batch(config: Configuration) -> int:
@@ -359,12 +362,13 @@ def _jobs_table(configs: list[Configuration]) -> list[str]:
             if job.get("status") != "completed":  # what it measured is kept in its result.json
                 metrics = {}  # but is no headline of its configuration
             runs = len(job.get("repeat_metrics") or ([metrics] if metrics else []))
-            comm = metrics.get("comm_fraction")
+            comm, mark = metrics.get("comm_fraction"), probe_mark(metrics)
             out.append(
                 f"| {job.get('job')} | {job.get('status')} | {runs} | "
                 f"{_fmt(metrics.get(key))} {unit if key in metrics else ''} | "
                 f"{_fmt(metrics.get('step_time_ms'), 2)} | "
-                f"{f'{comm:.1%}' if isinstance(comm, float) else ''} | "
+                f"{f'{comm:.1%}' if isinstance(comm, float) else ''}"
+                f"{f' ({mark})' if mark and isinstance(comm, float) else ''} | "
                 f"{_fmt(transport.get('transport'))} | {_fmt(transport.get('verified'))} |"
             )
     return out
@@ -396,6 +400,7 @@ def configuration_rows(
                 f"{key}_low": mean and mean.low,
                 f"{key}_high": mean and mean.high,
                 **{m.name: _mean_of(config, m.name) for m in table() if m.column and m.name != key},
+                "comm_exposed_mark": _marks(config).strip(" ()") or None,
                 "transport": transport.get("transport"),
                 "verified": transport.get("verified"),
                 "axis": found and found.axis,

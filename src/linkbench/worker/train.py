@@ -27,6 +27,7 @@ import torch.distributed as dist
 from linkbench.config.plan import JobPlan
 from linkbench.config.schema import Config, PrecisionName, require
 from linkbench.files import METRICS_FILE, RESULT_FILE, write_json
+from linkbench.metrics import probe_mark
 from linkbench.parts import precision
 from linkbench.parts.data import Batches, make_batches
 from linkbench.parts.flops import FlopRate, peak_tflops
@@ -334,7 +335,8 @@ class Train(Task):
                     f" [{metrics['comm_exposed_ms_low']:.2f}, "
                     f"{metrics['comm_exposed_ms_high']:.2f}]"
                 )
-            noise = ", below this probe's noise" if "comm_exposed_note" in metrics else ""
+            noise = probe_mark(metrics)
+            noise = f", {noise}" if noise else ""
             comm = (
                 f", exposed communication {metrics['comm_exposed_ms']:.2f} ms{spread} "
                 f"({100 * metrics['comm_fraction']:.0f}%{noise})"
