@@ -222,10 +222,11 @@ def test_committed_cpu_experiment_sweeps_and_summarises_itself(cpu_sweep):
         done.stdout + done.stderr
     )
     assert "Adaptive rounds: 3 round(s) of at most 3; stopped: max_rounds=3 reached" in done.stdout
-    # An A/A test: the interconnect arms run the same gloo code.
+    # An A/A test: the interconnect arms run the same gloo code. Its verdicts are judged
+    # alone, in the slow study below: beside another test on 2 cores, one arm can share
+    # its rounds with a heavier neighbour than the other.
     verdicts = [line for line in done.stdout.splitlines() if "interconnect=nvlink vs pcie" in line]
     assert len(verdicts) == 2, done.stdout
-    assert all("**equal**" in v or "**inconclusive**" in v for v in verdicts), verdicts
     assert all("3 vs 3 runs, sequential" in v for v in verdicts), verdicts
     assert "group-sequential design over at most 3 rounds" in done.stdout
     for name in ("summary.csv", "summary.md", "throughput.png", "comm_fraction.png", "ratios.png"):
@@ -352,3 +353,24 @@ def test_a_probe_mark_goes_wherever_its_number_does(tmp_path):
     marks = {r["interconnect"]: r["comm_exposed_mark"] for r in csv.DictReader(
         (tmp_path / "summary.csv").open())}  # fmt: skip
     assert marks == {"nvlink": "a bias of this probe", "pcie": "below this probe's noise"}
+
+
+def _a_a_winners(sweep: Path) -> list[str]:
+    args = ["-m", "+experiment=cpu_smoke", "hydra.callbacks.sweep_summary.family=bonferroni"]
+    done = run_cli([*args, f"hydra.sweep.dir={sweep}"], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdicts = [line for line in done.stdout.splitlines() if "interconnect=nvlink vs pcie" in line]
+    assert len(verdicts) == 2, done.stdout
+    return [v for v in verdicts if "**faster**" in v or "**slower**" in v]
+
+
+@pytest.mark.slow
+def test_the_committed_a_a_sweep_names_no_winner(tmp_path):
+    """The committed cpu_smoke experiment, alone on the machine, with its two verdicts held
+    together (family=bonferroni): a false winner in at most 5 % of sweeps by design, so one
+    is retried once and two in a row (at most 0.25 %) fail the test; an arm that really
+    differs would name a winner every time."""
+    winners = _a_a_winners(tmp_path / "first")
+    if winners:
+        winners = _a_a_winners(tmp_path / "second")
+    assert not winners, winners
