@@ -79,7 +79,7 @@ def training(sweep: Path) -> list[str]:
         series = c.where
         slow, fast = rows[(series, 0.5)], rows[(series, 1.0)]
         grown = slow.step_ms.mean - fast.step_ms.mean
-        predicted = (slow.comm_ms() - slow.overlapped_ms) - (fast.comm_ms() - fast.overlapped_ms)
+        predicted = slow.exposed_ms() - fast.exposed_ms()
         d = c.step_time_diff_ms
         out.append(
             f"- {series}: {c.ratio.estimate:.3f}x [{c.ratio.low:.3f}, {c.ratio.high:.3f}] "
@@ -100,7 +100,7 @@ def training(sweep: Path) -> list[str]:
             f"| {config.label()} | {row.step_ms.mean:.1f} | {row.predicted_ms():.1f} | "
             f"{row.error:+.1%} | {probe.mean if probe else float('nan'):.1f} | "
             f"{trace.get('exposed_comm_ms', float('nan')):.1f} | "
-            f"{row.comm_ms() - row.overlapped_ms:.1f} |"
+            f"{row.exposed_ms():.1f} |"
         )
     return out
 

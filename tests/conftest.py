@@ -18,6 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from linkbench.config.schema import register
+from linkbench.worker.stop import alive  # noqa: F401 (the tests' too)
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -77,15 +78,6 @@ def hparams_of_run(job_dir: Path) -> tuple[set[str], int]:
     start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
     end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"])
     return set(start.session_start_info.hparams), end.session_end_info.status
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie has ended: only its parent has not reaped it)."""
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def run_cli(

@@ -63,6 +63,14 @@ def _wait_for_metrics(process: subprocess.Popen, job: Path, at_least_step: int =
     pytest.fail("the job never wrote metrics.json")
 
 
+def _running_workers(process: subprocess.Popen, job: Path) -> list[int]:
+    """The two workers of a long job, once it has measured a few steps."""
+    _wait_for_metrics(process, job)
+    workers = _worker_pids(process.pid)
+    assert len(workers) == 2
+    return workers
+
+
 def _gone(pids: list[int], within_s: float = 10.0) -> bool:
     """No process in ``pids`` is alive within ``within_s`` seconds (the forkserver notices
     that its parent ended on its next read, which a loaded machine may delay)."""
@@ -84,9 +92,7 @@ def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
     job = tmp_path / "job"
     process = _start_long_job(job)
     try:
-        _wait_for_metrics(process, job)
-        workers = _worker_pids(process.pid)
-        assert len(workers) == 2
+        workers = _running_workers(process, job)
         os.kill(workers[-1], signal.SIGKILL)
         _, stderr = process.communicate(timeout=120)
     finally:
@@ -109,9 +115,7 @@ def test_workers_of_a_killed_launcher_end_themselves_within_seconds(tmp_path):
     job = tmp_path / "job"
     process = _start_long_job(job)
     try:
-        _wait_for_metrics(process, job)
-        workers = _worker_pids(process.pid)
-        assert len(workers) == 2
+        workers = _running_workers(process, job)
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
     finally:
@@ -129,8 +133,7 @@ def test_stopped_job_says_so_flushes_tensorboard_and_leaves_no_process(tmp_path,
     job = tmp_path / "job"
     process = _start_long_job(job)
     try:
-        _wait_for_metrics(process, job)
-        workers = _worker_pids(process.pid)
+        workers = _running_workers(process, job)
         server = [pid for pid, cmd in _children(process.pid) if b"forkserver" in cmd]
         stopped_at = time.monotonic()
         process.send_signal(signum)

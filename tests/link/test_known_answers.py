@@ -126,7 +126,7 @@ def test_2_training_on_the_slow_link_is_slower_by_what_the_bytes_predict(trainin
         assert comparison.verdict == "slower", comparison
         slow, fast = rows[(where, 0.5)], rows[(where, 1.0)]
         grown = slow.step_ms.mean - fast.step_ms.mean
-        predicted = (slow.comm_ms() - slow.overlapped_ms) - (fast.comm_ms() - fast.overlapped_ms)
+        predicted = slow.exposed_ms() - fast.exposed_ms()
         assert grown == pytest.approx(predicted, rel=0.15), (where, grown, predicted)
     assert len(verdicts) == 2  # comm_hook=none and fp16
     for row in rows.values():  # each step time against its own prediction, too
@@ -148,7 +148,7 @@ def test_3_probe_and_trace_agree_on_exposed_communication(training):
         probe = config.mean("comm_exposed_ms")
         assert trace is not None and probe is not None
         assert probe.mean == pytest.approx(trace["exposed_comm_ms"], rel=0.20), config.label()
-        predicted = row.comm_ms() - row.overlapped_ms
+        predicted = row.exposed_ms()
         assert trace["exposed_comm_ms"] == pytest.approx(predicted, rel=0.20), config.label()
         assert probe.mean == pytest.approx(predicted, rel=0.20), config.label()
 

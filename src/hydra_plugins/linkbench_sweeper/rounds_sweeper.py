@@ -118,7 +118,9 @@ class RoundsSweeper(BasicSweeper):
         stopping.reset()
         assert self.launcher is not None
         if type(self.launcher).__name__ == "BasicLauncher":  # one job at a time: stoppable
-            self.launcher = stopping.OneJobAtATime(self.launcher, self._jobs_not_taken)
+            self.launcher = stopping.OneJobAtATime(
+                self.launcher, self._jobs_not_taken, self.is_adaptive
+            )
         return super().sweep(arguments)
 
     def _check_whole(self, arguments: list[str]) -> None:

@@ -57,6 +57,11 @@ class LinkRow:
         busbw = busbw_gb_s or self.busbw_gb_s
         return self.comm_bytes * bus_factor("all_reduce", self.world_size) / busbw / 1e6
 
+    def exposed_ms(self) -> float:
+        """The communication the bytes predict the step waits for: its time less what
+        overlapped the computing (what the probe and the trace each measure)."""
+        return self.comm_ms() - self.overlapped_ms
+
     def predicted_ms(self, busbw_gb_s: float | None = None) -> float:
         """compute + comm - overlapped + other."""
         return self.compute_ms + self.comm_ms(busbw_gb_s) - self.overlapped_ms + self.other_ms

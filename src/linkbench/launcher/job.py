@@ -122,6 +122,13 @@ def timing_overheads(
     return out
 
 
+def _cause(error: Exception) -> str:
+    """The error behind ``error`` (Hydra wraps an import's or a constructor's own), as one
+    line: its type and message."""
+    cause = error.__cause__ or error
+    return f"{type(cause).__name__}: {cause}".replace("\n", " ")
+
+
 def check_parts(plan: JobPlan) -> None:
     """The loss and the optimizer a training job names, resolved, and the optimizer built
     once over one CPU parameter: a bad name or keyword is one sentence before any worker
@@ -132,10 +139,8 @@ def check_parts(plan: JobPlan) -> None:
     try:
         loss_function(c.model)
     except Exception as error:
-        cause = error.__cause__ or error  # Hydra wraps the import's own error
-        why = f"{type(cause).__name__}: {cause}".replace("\n", " ")
         raise ConfigError(
-            f"model.loss={c.model.loss} cannot be imported ({why}); name a function "
+            f"model.loss={c.model.loss} cannot be imported ({_cause(error)}); name a function "
             "loss(outputs, targets), e.g. linkbench.parts.models.cross_entropy."
         ) from None
     try:
@@ -144,12 +149,10 @@ def check_parts(plan: JobPlan) -> None:
         )
         cls([torch.nn.Parameter(torch.zeros(1))], **kwargs)
     except Exception as error:
-        cause = error.__cause__ or error
-        why = f"{type(cause).__name__}: {cause}".replace("\n", " ")
         raise ConfigError(
             f"optimizer={c.optimizer.name} ({c.optimizer._target_} with optimizer.kwargs="
-            f"{dict(c.optimizer.kwargs)}) cannot be built: {why}; fix optimizer._target_ or "
-            "optimizer.kwargs."
+            f"{dict(c.optimizer.kwargs)}) cannot be built: {_cause(error)}; fix "
+            "optimizer._target_ or optimizer.kwargs."
         ) from None
 
 
@@ -169,11 +172,10 @@ def with_flops(plan: JobPlan) -> JobPlan:
     try:
         flops = train_flops_per_sample(c.model, c.data.image_size)
     except Exception as error:
-        cause = error.__cause__ or error  # Hydra's InstantiationException wraps the real one
         raise ConfigError(
             f"model={c.model.name} ({c.model._target_} with model.kwargs) cannot be built for "
-            f"data.image_size={c.data.image_size}: {type(cause).__name__}: {cause}; fix "
-            "model._target_ or model.kwargs.".replace("\n", " ")
+            f"data.image_size={c.data.image_size}: {_cause(error)}; fix model._target_ or "
+            "model.kwargs."
         ) from None
     return dataclasses.replace(plan, flops_per_sample=flops)
 

@@ -21,7 +21,6 @@ from typing import Any
 
 from linkbench.analysis.sweep import load_sweep
 from linkbench.files import SUMMARY_MD
-from linkbench.launcher.sweeper import sweep_rounds
 
 log = logging.getLogger("linkbench")
 
@@ -50,9 +49,10 @@ class OneJobAtATime:
     """A launcher that runs its jobs one by one (Hydra's basic launcher), wrapped so that no
     job starts once a stop was asked for; every other attribute is the launcher's."""
 
-    def __init__(self, launcher: Any, remaining: Callable[[], int]) -> None:
+    def __init__(self, launcher: Any, remaining: Callable[[], int], adaptive: bool) -> None:
         self._launcher = launcher
         self._remaining = remaining  # jobs of the batches the sweeper has not yet taken
+        self._adaptive = adaptive
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._launcher, name)
@@ -66,15 +66,11 @@ class OneJobAtATime:
                 request("SIGINT")
             if requested():
                 left = len(job_overrides) - index - 1 + self._remaining()
-                stop_sweep(self._launcher.config, left)
+                stop_sweep(self._launcher.config, left, self._adaptive)
         return runs
 
 
-def _adaptive(config: Any) -> bool:
-    return sweep_rounds(config) is None
-
-
-def stop_sweep(config: Any, never_ran: int) -> None:
+def stop_sweep(config: Any, never_ran: int, adaptive: bool) -> None:
     """Print what the stopped sweep kept and how to finish it; exit 128 + the signal."""
     name = requested() or "SIGINT"
     sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -94,7 +90,7 @@ def stop_sweep(config: Any, never_ran: int) -> None:
         + (f", {failed} failed" if failed else "")
         + (f", interrupted: {', '.join(interrupted)}" if interrupted else "")
         + f"; {never_ran} never ran"
-        + (" (nor the rounds the adaptive design had yet to run)" if _adaptive(config) else "")
+        + (" (nor the rounds the adaptive design had yet to run)" if adaptive else "")
         + f". Summary of what completed: {summary}. Finish it with: {again}",
         flush=True,
     )

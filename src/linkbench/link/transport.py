@@ -96,7 +96,7 @@ def verify_link(link: dict[str, Any], nccl: dict[str, Any]) -> dict[str, Any]:
     if not sockets["verified"]:
         return {**base, "verified": False, "reason": sockets["reason"]}
     n = len(ranks)
-    floor = link.get("probe_bytes", 0) * 2 * (n - 1) / max(n, 1)  # one probe call's share
+    floor = link.get("probe_bytes", 0) * 2 * (n - 1) / n  # one probe call's share
     short = [r["rank"] for r in ranks if r["tx_bytes"] < floor]
     if short:
         return {

@@ -48,7 +48,8 @@ WATCH_EVERY_S = 1.0
 GRACE_S = 5.0  # after the SIGTERM, before the worker ends itself outright
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended; only its parent has not reaped it)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
@@ -57,7 +58,7 @@ def _alive(pid: int) -> bool:
 
 
 def _watch(pid: int) -> None:
-    while _alive(pid):
+    while alive(pid):
         time.sleep(WATCH_EVERY_S)
     print(f"linkbench: the launching process {pid} is gone; this worker stops", file=sys.stderr)
     os.kill(os.getpid(), signal.SIGTERM)  # Stopped in the main thread: finally blocks run
