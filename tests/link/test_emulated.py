@@ -20,6 +20,7 @@ from linkbench.link.emulated import (
     LinkSpec,
     address,
     check_connections,
+    own_connections,
     payload_gb_s,
 )
 
@@ -82,6 +83,21 @@ def test_the_socket_check_passes_only_connections_between_emulated_addresses(
 ):
     check = check_connections(connections, LinkSpec("0123abcd", 1.0, 0.0, 0.0, 3), rank=0)
     assert check["verified"] is verified and words in check["reason"]
+
+
+def test_a_connection_its_peer_has_already_closed_still_counts():
+    """Rank 0 checks its sockets after the task, when a faster rank may have closed its end:
+    such a connection (CLOSE_WAIT) ran over the link all the same."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        with accepted:
+            assert ("127.0.0.1", "127.0.0.1") in own_connections()
+            client.close()  # the peer leaves first
+            time.sleep(0.2)
+            assert ("127.0.0.1", "127.0.0.1") in own_connections()
 
 
 def test_without_root_one_sentence_says_how_to_run_it(monkeypatch):

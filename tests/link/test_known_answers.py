@@ -87,7 +87,7 @@ def test_1_the_bus_bandwidth_is_the_rate_set(curves):
             assert row["busbw_gb_s"] == pytest.approx(rate / 8, rel=0.10), (rate, row)
             # closer still to what the link carries as data, its headers taken off
             assert row["busbw_gb_s"] == pytest.approx(payload_gb_s(rate), rel=0.03), (rate, row)
-        assert result["transport"]["verified"] is True
+        assert result["transport"]["verified"] is True, result["transport"]["reason"]
 
 
 def test_1_a_delay_adds_its_latency_to_small_messages(tmp_path_factory):

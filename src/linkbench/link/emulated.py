@@ -125,9 +125,14 @@ def _hex_address(text: str) -> str:
     return str(ipaddress.IPv4Address(int(text, 16).to_bytes(4, "little")))
 
 
+LISTEN = "0A"  # the TCP state a listening socket shows in /proc/net/tcp
+
+
 def own_connections(pid: int | str = "self") -> list[tuple[str, str]]:
-    """(local, remote) IPv4 addresses of this process's established TCP connections, read
-    from its own sockets (/proc/<pid>/fd) and its namespace's table (/proc/<pid>/net/tcp)."""
+    """(local, remote) IPv4 addresses of this process's TCP connections, read from its own
+    sockets (/proc/<pid>/fd) and its namespace's table (/proc/<pid>/net/tcp). Every state
+    but listening counts: a connection the peer has closed (CLOSE_WAIT) ran all the same,
+    and rank 0 reads this after its task, when a faster rank may have left."""
     inodes = set()
     fd_dir = f"/proc/{pid}/fd"
     for fd in os.listdir(fd_dir):
@@ -143,7 +148,7 @@ def own_connections(pid: int | str = "self") -> list[tuple[str, str]]:
         for line in table:
             fields = line.split()
             local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
-            if state == "01" and inode in inodes:  # TCP_ESTABLISHED
+            if state != LISTEN and inode in inodes:
                 found.append(
                     (_hex_address(local.split(":")[0]), _hex_address(remote.split(":")[0]))
                 )
@@ -151,7 +156,7 @@ def own_connections(pid: int | str = "self") -> list[tuple[str, str]]:
 
 
 def check_connections(connections: list[tuple[str, str]], spec: LinkSpec, rank: int) -> dict:
-    """Whether rank ``rank``'s established connections to other ranks all run from its
+    """Whether rank ``rank``'s connections to other ranks all run from its
     emulated address to theirs, over the link: the transport check of an emulated arm. A
     connection to its own address (the rendezvous store rank 0 serves to itself) stays in
     its namespace and is counted apart."""

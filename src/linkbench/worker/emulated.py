@@ -53,5 +53,6 @@ def measure(me: Rank) -> dict[str, Any]:
 
 
 def check_sockets(spec: LinkSpec, me: Rank) -> dict[str, Any]:
-    """This rank's own established connections, checked against the link."""
+    """This rank's own TCP connections (its peers may have closed theirs), checked against
+    the link."""
     return check_connections(own_connections(), spec, me.rank)
