@@ -1,26 +1,30 @@
-"""A sweep of m comparisons makes m verdicts: family=bonferroni makes them hold together
-(an A/A sweep names a winner anywhere in at most 5 % of sweeps); the default gives each its
-own 5 %, and the summary says which."""
+"""A sweep of m comparisons makes m verdicts. By default (family=holm) they hold together:
+an A/A sweep names a winner anywhere in at most 5 % of sweeps, as Bonferroni's does, while
+Holm decides every real difference Bonferroni decides and more; family=none gives each its
+own 5 %. The summary says which holds."""
 
 from __future__ import annotations
 
+import math
 import random
 
-from linkbench.analysis.compare import sweep_comparisons
+from linkbench.analysis.compare import WINNERS, sweep_comparisons
 from linkbench.analysis.report import write_summary
 from linkbench.files import RESULT_FILE, write_json
 
-BATCHES = (8, 16, 32, 64, 128, 256)  # six A/A comparisons of nvlink against pcie
+BATCHES = (8, 16, 32, 64, 128, 256)  # six comparisons of nvlink against pcie
 ROUNDS = 4
 SWEEPS = 400
+AT_MOST_5 = 0.05 + 3 * math.sqrt(0.05 * 0.95 / SWEEPS)
 
 
-def _results(rng: random.Random) -> list[dict]:
+def _results(rng: random.Random, effects: tuple[float, ...] = (1.0,) * len(BATCHES)) -> list:
+    """nvlink ``effects[i]`` times pcie's throughput at batch i, CV 5 %."""
     results = []
-    for batch in BATCHES:
+    for batch, effect in zip(BATCHES, effects, strict=True):
         for arm in ("nvlink", "pcie"):
             for r in range(ROUNDS):
-                value = 1000 * rng.lognormvariate(0, 0.05)
+                value = 1000 * rng.lognormvariate(0, 0.05) * (effect if arm == "nvlink" else 1)
                 results.append(
                     {
                         "job": f"batch={batch},interconnect={arm},round={r}",
@@ -33,26 +37,43 @@ def _results(rng: random.Random) -> list[dict]:
     return results
 
 
-def _any_winner(results: list[dict], family: str) -> bool:
+def _winners(results: list[dict], family: str) -> set[str]:
     found = sweep_comparisons(results, family=family)
     assert len(found.comparisons) == len(BATCHES)
-    return any(c.verdict in ("faster", "slower") for c in found.comparisons)
+    return {str(c.where) for c in found.comparisons if c.verdict in WINNERS}
 
 
-def test_bonferroni_keeps_the_whole_a_a_sweep_at_5_percent():
+def test_holm_and_bonferroni_keep_the_whole_a_a_sweep_at_5_percent():
     rng = random.Random(21)
     sweeps = [_results(rng) for _ in range(SWEEPS)]
-    alone = sum(_any_winner(s, "none") for s in sweeps) / SWEEPS
-    together = sum(_any_winner(s, "bonferroni") for s in sweeps) / SWEEPS
-    assert alone > 0.15  # six comparisons at 5 % each: about 26 %
-    assert together <= 0.05 + 3 * (0.05 * 0.95 / SWEEPS) ** 0.5
+    rates = {
+        family: sum(bool(_winners(s, family)) for s in sweeps) / SWEEPS
+        for family in ("none", "bonferroni", "holm")
+    }
+    assert rates["none"] > 0.15  # six comparisons at 5 % each: about 26 %
+    assert rates["bonferroni"] <= AT_MOST_5 and rates["holm"] <= AT_MOST_5
+
+
+def test_holm_decides_what_bonferroni_does_and_more():
+    """Three real differences of 12 % among six comparisons."""
+    rng = random.Random(5)
+    effects = (1.12, 1.12, 1.12, 1.0, 1.0, 1.0)
+    holm = bonferroni = 0
+    for _ in range(SWEEPS // 2):
+        results = _results(rng, effects)
+        by_holm, by_bonferroni = _winners(results, "holm"), _winners(results, "bonferroni")
+        assert by_bonferroni <= by_holm
+        holm, bonferroni = holm + len(by_holm), bonferroni + len(by_bonferroni)
+    assert holm > 1.05 * bonferroni, (holm, bonferroni)
 
 
 def test_the_summary_says_how_its_verdicts_hold(tmp_path):
     for result in _results(random.Random(1)):
         (tmp_path / result["job"]).mkdir()
         write_json(tmp_path / result["job"] / RESULT_FILE, result)
-    alone = write_summary(tmp_path, plots=False)
+    holm = write_summary(tmp_path, plots=False)
+    assert holm is not None and "Holm over the 6 comparisons (family=holm, the default)" in holm
+    alone = write_summary(tmp_path, plots=False, family="none")
     assert alone is not None and "Each comparison's 5 % error stands alone" in alone
     together = write_summary(tmp_path, plots=False, family="bonferroni")
     assert together is not None and "each interval at 1 - 5 %/6 = 99.17 %" in together

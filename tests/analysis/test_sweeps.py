@@ -142,6 +142,9 @@ def test_compare_two_sweeps(tmp_path):
     assert "1,010.0 samples/s | 1,210.0 samples/s | 1.198x [" in row32 and "| faster |" in row32
     row64 = next(line for line in table.splitlines() if line.startswith("| batch=64"))
     assert row64.endswith("| inconclusive |")
+    # the mean the summary's own table gives: geometric (2,098.4), not arithmetic (2,100.0)
+    geometric = statistics.geometric_mean([2000, 2100, 2200])
+    assert f"| {geometric:,.1f} samples/s |" in row64
     done = subprocess.run(
         [sys.executable, "-m", "linkbench.report", str(before), str(after)],
         capture_output=True,

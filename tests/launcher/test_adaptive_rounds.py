@@ -120,6 +120,19 @@ def test_no_round_starts_that_would_overrun_the_budget(tmp_path, monkeypatch):
     assert rounds.stopped is not None and rounds.stopped.startswith("budget_s=45 would run out")
 
 
+def test_a_comparison_the_budget_stopped_says_so_not_beyond_deciding(tmp_path, monkeypatch):
+    """min_rounds=6 and a budget that ends the sweep after round 4: the sweeper never looked
+    for futility, though at that spread the comparison's chance to decide is below 5 %."""
+    clock = iter(range(0, 10_000, 10))
+    monkeypatch.setattr("linkbench.launcher.sweeper.time.monotonic", lambda: next(clock))
+    jobs = [job for job in JOBS if "batch=32" in job]
+    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8), min_rounds=6, budget_s=110)
+    assert len(_sweep(rounds, random.Random(0))) == 4
+    summary = write_summary(tmp_path, plots=False)
+    assert summary is not None and "beyond deciding" not in summary.split("Method:")[0]
+    assert "undecided when the sweep stopped: budget_s=110 would run out in round 5" in summary
+
+
 def _config(repeats: object, task: list[str]) -> object:
     return OmegaConf.create(
         {"repeats": repeats, "hydra": {"sweeper": {"params": {}}, "overrides": {"task": task}}}

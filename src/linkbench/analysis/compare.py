@@ -10,6 +10,7 @@ interval from runs and a verdict (:mod:`linkbench.analysis.stats`).
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,7 +33,9 @@ from linkbench.metrics import lower_is_better
 
 ACCURACY_MARGIN = 0.005  # held-out accuracy "equal" within ±0.5 points
 DEFAULT_AXIS = "interconnect"
-FAMILIES = ("none", "bonferroni")
+# How the verdicts of one sweep hold together (see sweep_comparisons); the first is the default.
+FAMILIES = ("holm", "bonferroni", "none")
+WINNERS = ("faster", "slower")
 DEFAULT_BASELINES = {"interconnect": "pcie"}
 
 
@@ -52,10 +55,9 @@ class Comparison:
     """The arm's step time over the baseline's."""
     step_time_diff_ms: Interval | None
     """The arm's step time minus the baseline's, in milliseconds."""
-    outliers: tuple[str, ...] = ()
-    """Jobs of outlier runs, of either side, on the headline metric."""
-    without_outliers: Comparison | None = None
-    """The same comparison without the rounds of those runs."""
+    outliers: tuple[tuple[str, float], ...] = ()
+    """Outlier runs of either side on the headline metric: (job, its value over its
+    configuration's median). A diagnostic: the verdict keeps them."""
     accuracy: Interval | None = None
     """The arm's held-out accuracy minus the baseline's (fractions; with eval on real data)."""
     design: Design | None = None
@@ -124,6 +126,13 @@ class Comparison:
     def where(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.arm.settings if k != self.axis)
 
+    @property
+    def name(self) -> str:
+        """How rounds.json names it: ``axis=arm vs baseline at other=settings``."""
+        return f"{self.axis}={self.arm_value} vs {self.baseline}" + (
+            f" at {self.where}" if self.where else ""
+        )
+
 
 def _pairs(arm: Configuration, base: Configuration, key: str) -> list[tuple[float, float]]:
     """(arm, baseline) values of the rounds (and seeds) both ran, when they ran in
@@ -166,20 +175,13 @@ def compare_configurations(
             found,
             accuracy=difference_interval(accuracy, base_accuracy, pairs, confidence, design),
         )
-    outliers = [r for c in (arm, base) for r in c.outliers(metric) if r.job]
-    if not outliers:
-        return found
-    # Without each outlier's round on both sides, so that the rounds left still pair.
-    rounds = {r.round for r in outliers}
-    drop = {str(r.job) for r in outliers}
-    drop |= {
-        str(j.get("job")) for c in (arm, base) for j in c.jobs if j.get("round") in rounds - {None}
-    }
-    rest = compare_configurations(
-        arm.without(drop), base.without(drop), axis, margin, design, confidence
+    outliers = tuple(
+        (str(r.job), r.metrics[metric] / statistics.median(c.values(metric)))
+        for c in (arm, base)
+        for r in c.outliers(metric)
+        if r.job
     )
-    named = tuple(sorted(str(r.job) for r in outliers))
-    return replace(found, outliers=named, without_outliers=rest)
+    return replace(found, outliers=outliers) if outliers else found
 
 
 def default_baseline(configs: list[Configuration], axis: str) -> Any:
@@ -225,7 +227,11 @@ class SweepComparisons:
     configs: list[Configuration]
     comparisons: list[Comparison]
     confidence: float = CONFIDENCE
-    """Of each interval: 95 %, or 1 - 5 %/m for a Bonferroni family of m comparisons."""
+    """Of each interval: 95 %, 1 - 5 %/m for a Bonferroni family of m comparisons, or
+    1 - 5 %/(m - k) where Holm's step-down decided k of them first."""
+    family: str = "none"
+    decided_first: int = 0
+    """Holm: the comparisons decided before the final level (k above)."""
 
 
 def sweep_comparisons(
@@ -234,32 +240,46 @@ def sweep_comparisons(
     baseline: Any = None,
     margin: float = DEFAULT_MARGIN,
     design: Design | None = None,
-    family: str = "none",
+    family: str = FAMILIES[0],
 ) -> SweepComparisons:
     """The sweep's configurations, and every comparison along ``axis`` (default
     ``interconnect`` when it is swept) against ``baseline`` (default: pcie for the
     interconnect, else the axis's first value): what the summary and adaptive rounds read.
 
-    ``family``: ``none`` gives each comparison its own 95 %; ``bonferroni`` widens each of m
-    to 1 - 5 %/m, so that all m hold together with 95 % (a false verdict anywhere in an A/A
-    sweep at most 5 %; Bonferroni rather than Holm because it gives intervals, not only
-    decisions, and it stays valid under the sequential design's optional stopping)."""
+    ``family``, how the m verdicts hold together (in an A/A sweep a false faster or slower
+    anywhere in the sweep at most 5 %, except with ``none``):
+
+    - ``holm`` (default): Holm's step-down. Every interval at 1 - 5 %/m; once k comparisons
+      are decided faster or slower, the others at 1 - 5 %/(m - k), until no more are. It
+      decides what Bonferroni does and more; it stays valid under the sequential design's
+      repeated looks when each comparison's boundaries are recomputed at its new level with
+      the same spending function (W. Maurer and F. Bretz, "Multiple testing in group
+      sequential trials using graphical approaches", Stat. Biopharm. Res. 5(4), 2013).
+    - ``bonferroni``: every interval at 1 - 5 %/m; simultaneous intervals, fewer winners.
+    - ``none``: each comparison its own 95 %; an A/A sweep of m comparisons names a winner
+      somewhere in up to 1 - 0.95^m of sweeps."""
     if family not in FAMILIES:
         raise ValueError(f"family={family!r}: choose one of {', '.join(FAMILIES)}")
     keys = swept_keys(results)
     configs = group(results, keys)
     if axis is None and DEFAULT_AXIS in keys:
         axis = DEFAULT_AXIS
-    comparisons: list[Comparison] = []
-    if axis is not None and axis in keys:
-        if baseline is None:
-            baseline = default_baseline(configs, axis)
-        comparisons = along_axis(configs, axis, baseline, margin, design)
-        if family == "bonferroni" and len(comparisons) > 1:
-            confidence = 1 - (1 - CONFIDENCE) / len(comparisons)
-            comparisons = along_axis(configs, axis, baseline, margin, design, confidence)
-            return SweepComparisons(keys, configs, comparisons, confidence)
-    return SweepComparisons(keys, configs, comparisons)
+    if axis is None or axis not in keys:
+        return SweepComparisons(keys, configs, [])
+    if baseline is None:
+        baseline = default_baseline(configs, axis)
+    comparisons = along_axis(configs, axis, baseline, margin, design)
+    m = len(comparisons)
+    if family == "none" or m < 2:
+        return SweepComparisons(keys, configs, comparisons)
+    decided = 0
+    while True:
+        confidence = 1 - (1 - CONFIDENCE) / (m - decided)
+        comparisons = along_axis(configs, axis, baseline, margin, design, confidence)
+        winners = sum(c.verdict in WINNERS for c in comparisons)
+        if family == "bonferroni" or winners <= decided or winners == m:
+            return SweepComparisons(keys, configs, comparisons, confidence, family, decided)
+        decided = winners
 
 
 def _text(settings: dict[str, Any]) -> dict[str, str]:

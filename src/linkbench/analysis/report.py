@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from linkbench.analysis.compare import (
     FAMILIES,
     Comparison,
     ScalingRow,
+    SweepComparisons,
     scaling_rows,
     sweep_comparisons,
 )
@@ -57,25 +57,17 @@ SCALING_NOTE = (
     "interval from the runs' throughput ratio."
 )
 METHOD = (
-    "Each ratio is the arm's geometric mean over its baseline's, with a {confidence:.4g} % "
-    "interval from independent runs (each a fresh world of processes): a paired t-interval on "
-    "the log ratios "
-    "of the rounds both ran, or Welch's t-interval on log values "
-    "(src/linkbench/analysis/stats.py). faster/slower: the interval excludes 1 and the "
-    "estimate lies outside ±{margin:.0%}; equal: the whole interval lies inside ±{margin:.0%}; "
-    "inconclusive: neither."
+    "Method: each ratio is of geometric means, its {confidence:.4g} % interval from runs (a "
+    "paired t-interval over the rounds both ran, else Welch's); faster/slower: the interval "
+    "excludes 1 and the estimate lies outside ±{margin:.0%}; equal: the interval lies inside "
+    "±{margin:.0%}. How and why: docs/statistics.md."
 )
 ADAPTIVE_METHOD = (
-    "Adaptive rounds (repeats=auto): the sweep looked at every comparison after each round "
-    "and stopped running a comparison's jobs once it was decided. Looking after every round "
-    "and stopping on the first interval that excludes 1 would make false verdicts likelier, "
-    "so each paired interval (sequential) is one of the {design}: all looks together cover "
-    "the true ratio with that probability, so the verdict where the sweep stopped keeps "
-    "it. faster/slower: the interval excludes 1 and the estimate lies outside "
-    "±{margin:.0%}; equal: the whole interval lies inside ±{margin:.0%}; inconclusive: "
-    "neither, when max_rounds or budget_s ran out first, or when, from round 4 on, the rounds "
-    "left would decide it with a chance below 5 % at the spread seen so far (conditional "
-    "power; a stop for futility never declares a difference)."
+    "Method: adaptive rounds looked after every round and stopped each comparison once "
+    "decided, so each paired interval is one of the {design}, and the verdict where it stopped "
+    "keeps its error; faster/slower: the interval excludes 1 and the estimate lies outside "
+    "±{margin:.0%}; equal: the interval lies inside ±{margin:.0%}; a comparison the rounds left "
+    "could hardly decide stops as beyond deciding. How and why: docs/statistics.md."
 )
 DRIFT_NOTE = (
     "What the machine was doing differed for these jobs from the other jobs of their round "
@@ -83,16 +75,17 @@ DRIFT_NOTE = (
     "timed steps, clocks held down for power or heat; src/linkbench/analysis/conditions.py): "
     "a reason to read their runs with care. Nothing is dropped for it."
 )
-ONE_BY_ONE = (
-    "Each comparison's 5 % error stands alone: of {m} A/A comparisons, each may read faster "
-    "or slower by chance in 5 % of sweeps; hydra.callbacks.sweep_summary.family=bonferroni "
-    "makes all {m} hold together."
-)
-BONFERRONI = (
-    "Bonferroni over the {m} comparisons (family=bonferroni): each interval at 1 - 5 %/{m} "
-    "= {confidence:.4g} %, so all {m} hold together with 95 % and an A/A sweep names a "
-    "winner anywhere in at most 5 % of sweeps."
-)
+FAMILY_NOTES = {
+    "none": "Each comparison's 5 % error stands alone (family=none): of {m} A/A comparisons, "
+    "each may read faster or slower by chance in 5 % of sweeps.",
+    "bonferroni": "Bonferroni over the {m} comparisons (family=bonferroni): each interval at "
+    "1 - 5 %/{m} = {confidence:.4g} %, so all {m} hold together with 95 % and an A/A sweep "
+    "names a winner anywhere in at most 5 % of sweeps.",
+    "holm": "Holm over the {m} comparisons (family=holm, the default): each interval at "
+    "1 - 5 %/{m}, then, with k decided faster or slower, the rest at 1 - 5 %/({m} - k); here "
+    "{k} first, the intervals shown at {confidence:.4g} %. An A/A sweep names a winner "
+    "anywhere in at most 5 % of sweeps.",
+}
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -119,8 +112,9 @@ def _seeds_are_runs(config: Configuration) -> bool:
     return all(r.round is None for r in runs) and len({r.seed for r in runs}) == len(runs) > 1
 
 
-def verdict_line(c: Comparison) -> str:
-    """One sentence per comparison: estimate, interval, runs, verdict."""
+def verdict_line(c: Comparison, rounds: dict[str, Any] | None = None) -> str:
+    """One sentence per comparison: estimate, interval, runs, verdict; an adaptive sweep's
+    ``rounds`` record says why an undecided one stopped."""
     where = f"at {c.where}: " if c.where else ""
     link = link_settings(c.arm)
     if link is not None and c.axis != RATE_KEY and f"{RATE_KEY}=" not in where:
@@ -140,7 +134,9 @@ def verdict_line(c: Comparison) -> str:
     if c.verdict == "equal":
         line += f" (within ±{c.margin:.0%})"
     line += _accuracy(c)
-    if c.futile:
+    record = rounds or {}
+    futile = {name for r in record.get("rounds") or [] for name in r.get("futile") or {}}
+    if c.verdict == "inconclusive" and c.name in futile:
         chance, needed = c.chance_to_decide() or 0.0, c.equal_margin_needed() or 0.0
         line += (
             f" (stopped after {c.pairs} rounds as beyond deciding: at this spread, "
@@ -148,9 +144,10 @@ def verdict_line(c: Comparison) -> str:
             f"{chance:.0%}; an equal verdict would need a margin of ±{needed:.0%})"
         )
     elif c.verdict == "inconclusive" and c.ratio.method == "sequential":
+        why = str(record.get("stopped") or "").split(", ")[0]
         line += (
-            " (undecided when the rounds ran out; raise hydra.sweeper.max_rounds or "
-            "hydra.sweeper.budget_s)"
+            f" (undecided when the sweep stopped{': ' + why if why else ''}; raise "
+            "hydra.sweeper.max_rounds or hydra.sweeper.budget_s)"
         )
     elif c.verdict == "inconclusive" and _seeds_are_runs(c.arm):
         line += " (its runs are seeds: sweep more seeds to narrow it)"
@@ -160,12 +157,10 @@ def verdict_line(c: Comparison) -> str:
         d = c.step_time_diff_ms
         line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
     if c.outliers:
-        line += f"; outlier run(s): {', '.join(c.outliers)}"
-        rest = c.without_outliers
-        if rest is not None and rest.ratio.has_interval:
-            line += f", without their rounds: {_span(rest.ratio)} **{rest.verdict}**"
-        else:
-            line += ", too few runs left without them for an interval"
+        named = ", ".join(
+            f"{job} ({ratio:.2f}x its configuration's median)" for job, ratio in c.outliers
+        )
+        line += f"; outlier run(s), kept in the verdict: {named}"
     return line
 
 
@@ -214,14 +209,13 @@ def _scaling_table(rows: list[ScalingRow]) -> list[str]:
 
 def markdown(
     sweep_dir: Path,
-    configs: list[Configuration],
-    comparisons: list[Comparison],
+    found: SweepComparisons,
     scaling: list[ScalingRow],
     margin: float,
     tolerance: float = DEFAULT_TOLERANCE,
     design: Design | None = None,
-    confidence: float = CONFIDENCE,
 ) -> str:
+    configs, comparisons, confidence = found.configs, found.comparisons, found.confidence
     jobs = [j for c in configs for j in c.jobs]
     done = sum(j.get("status") == "completed" for j in jobs)
     out = [f"# Sweep summary: {sweep_dir}", "", f"{len(jobs)} jobs, {done} completed.", ""]
@@ -236,14 +230,15 @@ def markdown(
                 "comparison is an A/A test and should read equal or inconclusive.",
                 "",
             ]
-        out += [verdict_line(c) for c in comparisons]
+        rounds = read_json(sweep_dir / ROUNDS_FILE) if design is not None else None
+        out += [verdict_line(c, rounds) for c in comparisons]
         method = METHOD.format(confidence=100 * confidence, margin=margin)
         if design is not None:
             method = ADAPTIVE_METHOD.format(design=design.describe(confidence), margin=margin)
         m = len(comparisons)
         if m > 1:
-            family = BONFERRONI if confidence > CONFIDENCE else ONE_BY_ONE
-            method += " " + family.format(m=m, confidence=100 * confidence)
+            note = FAMILY_NOTES[found.family]
+            method += " " + note.format(m=m, k=found.decided_first, confidence=100 * confidence)
         out += ["", method, ""]
     if unlike := drifted(jobs):
         out += ["## Runs unlike their round mates", "", DRIFT_NOTE, "", *unlike, ""]
@@ -432,13 +427,13 @@ def write_summary(
     margin: float = DEFAULT_MARGIN,
     tolerance: float = DEFAULT_TOLERANCE,
     plots: bool = True,
-    family: str = "none",
+    family: str = FAMILIES[0],
 ) -> str | None:
     """Write summary.csv, summary.md and (with ``plots``) the plots into the sweep directory;
     return the markdown.
 
     ``axis`` defaults to ``interconnect`` when it is swept; ``baseline`` to ``pcie`` for
-    interconnect, else the axis's first value; ``family``: none or bonferroni
+    interconnect, else the axis's first value; ``family``: holm, bonferroni or none
     (:func:`linkbench.analysis.compare.sweep_comparisons`)."""
     results = load_sweep(sweep_dir)
     if not results:
@@ -453,9 +448,7 @@ def write_summary(
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    text = markdown(
-        sweep_dir, configs, comparisons, scaling, margin, tolerance, design, found.confidence
-    )
+    text = markdown(sweep_dir, found, scaling, margin, tolerance, design)
     (sweep_dir / SUMMARY_MD).write_text(text)
     from linkbench.analysis.plots import plot_sweep
 
@@ -486,10 +479,11 @@ def compare_sweeps(sweep_a: Path, sweep_b: Path, margin: float = DEFAULT_MARGIN)
         ratio = ratio_interval(values_b, values_a)
         found = verdict(ratio, margin, higher_is_better=not lower_is_better(key))
         span = _span(ratio) if ratio.has_interval else f"{ratio.estimate:.3f}x"
+        mean_a, mean_b = a.mean(key), b.mean(key) if b else None
+        assert mean_a is not None and mean_b is not None  # both have values
         out.append(
-            f"| {a.label()} | {statistics.fmean(values_a):,.1f} {unit} | "
-            f"{statistics.fmean(values_b):,.1f} {unit} | {span} | {len(values_a)}, "
-            f"{len(values_b)} | {found} |"
+            f"| {a.label()} | {mean_a.mean:,.1f} {unit} | {mean_b.mean:,.1f} {unit} | {span} | "
+            f"{len(values_a)}, {len(values_b)} | {found} |"
         )
     out += ["", METHOD.format(confidence=100 * CONFIDENCE, margin=margin)]
     return "\n".join(out) + "\n"
@@ -527,7 +521,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default=None, help="the axis value to compare against")
     parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="equal within ±")
     parser.add_argument(
-        "--family", choices=FAMILIES, default="none", help="bonferroni: all verdicts hold together"
+        "--family",
+        choices=FAMILIES,
+        default=FAMILIES[0],
+        help="how the verdicts hold together (none: each comparison alone)",
     )
     args = parser.parse_args(argv)
     if len(args.sweeps) > 2:

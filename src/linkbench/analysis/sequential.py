@@ -128,9 +128,8 @@ class Design:
         name = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}[self.spending]
         return (
             f"repeated {100 * confidence:.4g} % confidence intervals of a "
-            f"group-sequential design over at most {self.max_rounds} rounds, Lan-DeMets alpha "
-            f"spending of {name} type, looking after every round "
-            "(src/linkbench/analysis/sequential.py)"
+            f"group-sequential design over at most {self.max_rounds} rounds ({name} "
+            "spending)"
         )
 
 

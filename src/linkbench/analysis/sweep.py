@@ -7,24 +7,18 @@ one fresh world of processes: the unit a confidence interval is computed over.
 
 from __future__ import annotations
 
-import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from linkbench.analysis.outliers import flagged
 from linkbench.analysis.stats import Mean, mean_interval
 from linkbench.files import RESULT_FILE, headline, override_values, read_json
 from linkbench.metrics import is_geometric, register
 
 # Keys whose values make runs of one configuration, not configurations of their own.
 REPEAT_KEYS = ("seed", "round")
-# An outlier run: its log value lies more than this many robust standard deviations (1.4826
-# x the median absolute deviation) from its configuration's median, with at least
-# OUTLIER_MIN_RUNS runs (the modified z-score of B. Iglewicz and D. C. Hoaglin, "How to Detect
-# and Handle Outliers", ASQC 1993, whose rule is 3.5).
-OUTLIER_Z = 3.5
-OUTLIER_MIN_RUNS = 4
 
 
 @dataclass(frozen=True)
@@ -79,24 +73,9 @@ class Configuration:
         return {(r.round, r.seed): r.metrics[key] for r in runs if r.round is not None or by_seed}
 
     def outliers(self, key: str) -> list[Run]:
-        """Runs far from the configuration's others on the log scale (see OUTLIER_Z)."""
+        """Runs far from the configuration's others on the log scale (:mod:`.outliers`)."""
         runs = [r for r in self.runs() if isinstance(r.metrics.get(key), (int, float))]
-        if len(runs) < OUTLIER_MIN_RUNS or min(r.metrics[key] for r in runs) <= 0:
-            return []
-        logs = [math.log(r.metrics[key]) for r in runs]
-        median = statistics.median(logs)
-        mad = statistics.median(abs(v - median) for v in logs)
-        if mad == 0:
-            return []
-        return [
-            r
-            for r, v in zip(runs, logs, strict=True)
-            if abs(v - median) / (1.4826 * mad) > OUTLIER_Z
-        ]
-
-    def without(self, jobs: set[str]) -> Configuration:
-        """The configuration without the named jobs (its outliers, say)."""
-        return replace(self, jobs=[j for j in self.jobs if j.get("job") not in jobs])
+        return [runs[i] for i in flagged([r.metrics[key] for r in runs])]
 
     def mean(self, key: str) -> Mean | None:
         """The mean over runs: geometric for rates and times, arithmetic for the rest."""

@@ -71,7 +71,7 @@ class SweepSummary(Callback):
         baseline: Any = None,
         margin: float = DEFAULT_MARGIN,
         accuracy_tolerance: float = DEFAULT_TOLERANCE,
-        family: str = "none",
+        family: str = FAMILIES[0],
     ) -> None:
         if family not in FAMILIES:
             raise ConfigError(

@@ -207,14 +207,29 @@ def check_adaptive(max_rounds: int, min_rounds: int, budget_s: float | None, spe
         )
 
 
-def _name(comparison: Comparison) -> str:
-    c = comparison
-    return f"{c.axis}={c.arm_value} vs {c.baseline}" + (f" at {c.where}" if c.where else "")
-
-
 def _matches(job: list[str], config: Configuration) -> bool:
     values = {k: str(v) for k, v in settings(job).items()}
     return all(values.get(k) == str(v) for k, v in config.settings)
+
+
+def after_round(
+    comparisons: list[Comparison], r: int, design: Design, min_rounds: int
+) -> tuple[str | None, list[Comparison], list[Comparison]]:
+    """The rule after ``r`` rounds: (why the sweep stops, or None; the comparisons that still
+    need rounds, or that were undecided where it stops; those found beyond deciding)."""
+    undecided = [c for c in comparisons if c.verdict == "inconclusive"]
+    if r >= design.max_rounds:
+        return f"max_rounds={design.max_rounds} reached", undecided, []
+    if r < min_rounds:
+        return None, undecided, []
+    futile = [c for c in undecided if c.futile]
+    undecided = [c for c in undecided if not c.futile]
+    if not comparisons:
+        return f"min_rounds={min_rounds} done, nothing to compare", [], []
+    if not undecided:
+        beyond = f" or beyond deciding ({len(futile)})" if futile else ""
+        return f"every comparison decided{beyond}", [], futile
+    return None, undecided, futile
 
 
 class AdaptiveRounds:
@@ -247,27 +262,19 @@ class AdaptiveRounds:
         if r == 0:
             return self._start(list(self.jobs))
         comparisons = self._close_round()
-        undecided = [c for c in comparisons if c.verdict == "inconclusive"]
-        if r >= self.design.max_rounds:
-            return self._stop(f"max_rounds={self.design.max_rounds} reached", undecided)
-        futile = [c for c in undecided if c.futile] if r >= self.min_rounds else []
+        stop, undecided, futile = after_round(comparisons, r, self.design, self.min_rounds)
         if futile:
-            chances = {_name(c): round(c.chance_to_decide() or 0.0, 4) for c in futile}
+            chances = {c.name: round(c.chance_to_decide() or 0.0, 4) for c in futile}
             self.rounds[-1]["futile"] = chances
-            undecided = [c for c in undecided if not c.futile]
+        if stop is not None:
+            return self._stop(stop, undecided)
+        needed = list(self.jobs)
         if r >= self.min_rounds:
-            if not comparisons:
-                return self._stop(f"min_rounds={self.min_rounds} done, nothing to compare", [])
-            if not undecided:
-                beyond = f" or beyond deciding ({len(futile)})" if futile else ""
-                return self._stop(f"every comparison decided{beyond}", [])
             needed = [
                 job
                 for job in self.jobs
                 if any(_matches(job, c.arm) or _matches(job, c.base) for c in undecided)
             ]
-        else:
-            needed = list(self.jobs)
         estimate = self._seconds_per_job() * len(needed)
         elapsed = time.monotonic() - self.started
         if self.budget_s is not None and elapsed + estimate > self.budget_s:
@@ -294,7 +301,7 @@ class AdaptiveRounds:
 
     def _close_round(self) -> list[Comparison]:
         found = sweep_comparisons(load_sweep(self.sweep_dir), design=self.design, **self.summary)
-        verdicts = {_name(c): c.verdict for c in found.comparisons}
+        verdicts = {c.name: c.verdict for c in found.comparisons}
         self.rounds[-1].update(ended_s=self._elapsed(), verdicts=verdicts)
         self._write()
         return found.comparisons
