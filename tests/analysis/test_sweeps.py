@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import random
 import re
 import shutil
 import socket
@@ -18,6 +19,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from linkbench.analysis.report import compare_sweeps, write_summary
+from linkbench.files import RESULT_FILE, ROUNDS_FILE
 
 from ..conftest import QUICK, REPO, clean_env, run_cli
 
@@ -162,6 +164,66 @@ def test_report_command_refuses_a_directory_without_jobs(tmp_path):
         timeout=120,
     )
     assert done.returncode == 2 and "holds no job" in done.stderr
+
+
+def _adaptive_sweep(sweep: Path) -> None:
+    """An adaptive sweep along the interconnect at two batches, 4 rounds, as its files are."""
+    rng = random.Random(3)
+    for r in range(4):
+        for batch in (32, 64):
+            for arm, speed in (("nvlink", 1.1), ("pcie", 1.0)):
+                value = 1000 * speed * batch / 32 * rng.gauss(1, 0.02)
+                fake_job(sweep, [f"interconnect={arm}", f"batch={batch}"], [value], round_=r)
+    rounds = [{"round": r, "jobs": 4, "futile": {}} for r in range(4)]
+    rounds[-1]["futile"] = {"interconnect=nvlink vs pcie at batch=32": 0.01}
+    (sweep / ROUNDS_FILE).write_text(
+        json.dumps({"rule": "adaptive", "max_rounds": 8, "rounds": rounds, "stopped": "x"})
+    )
+    (sweep / "multirun.yaml").write_text(
+        "hydra:\n  callbacks:\n    sweep_summary:\n      axis: interconnect\n"
+        "      baseline: pcie\n      margin: 0.05\n      family: none\n"
+    )
+
+
+def _report(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "linkbench.report", *map(str, args)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_reanalysis_along_another_axis_is_written_beside_the_sweeps_own_summary(tmp_path):
+    _adaptive_sweep(tmp_path)
+    assert _report(tmp_path).returncode == 0  # the sweep's own, with the settings it ran with
+    own = (tmp_path / "summary.md").read_text()
+    assert "±5%" in own
+    assert "Each comparison's 5 % error stands alone (family=none)" in own
+    done = _report("--axis", "batch", "--baseline", "32", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "summary.md").read_text() == own  # untouched
+    again = (tmp_path / "reanalysis-batch" / "summary.md").read_text()
+    assert "## Verdicts: batch against batch=32" in again
+    assert "A re-analysis: the sweep's adaptive rounds ran for its own comparisons" in again
+    assert "beyond deciding (" not in again and "Adaptive rounds:" not in again
+    assert (tmp_path / "reanalysis-batch" / "summary.csv").exists()
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-out"
+    assert _report("--margin", "0.1", "--out", elsewhere, tmp_path).returncode == 0
+    assert "±10%" in (elsewhere / "summary.md").read_text()
+
+
+def test_a_record_that_cannot_be_read_is_named_not_dropped(tmp_path):
+    for r in range(3):
+        fake_job(tmp_path, ["interconnect=nvlink"], [1100.0 + r], round_=r)
+        fake_job(tmp_path, ["interconnect=pcie"], [1000.0 + r], round_=r)
+    cut = tmp_path / "interconnect=pcie,round=2" / RESULT_FILE
+    cut.write_text(cut.read_text()[: len(cut.read_text()) // 2])
+    done = _report(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "5 jobs, 5 completed." in done.stdout
+    assert (
+        "1 more job(s) left out: their result.json cannot be read (cut short, or not JSON): "
+        "interconnect=pcie,round=2." in done.stdout
+    )
 
 
 def _free_port() -> int:

@@ -36,7 +36,14 @@ from linkbench.analysis.stats import (
     ratio_interval,
     verdict,
 )
-from linkbench.analysis.sweep import Configuration, group, job_settings, load_sweep, swept_keys
+from linkbench.analysis.sweep import (
+    Configuration,
+    group,
+    job_settings,
+    load_sweep,
+    swept_keys,
+    unreadable_records,
+)
 from linkbench.analysis.trace import STRETCH_WARNING
 from linkbench.files import RESULT_FILE, ROUNDS_FILE, SUMMARY_CSV, SUMMARY_MD, read_json
 from linkbench.metrics import lower_is_better, probe_mark, table
@@ -214,13 +221,30 @@ def markdown(
     margin: float,
     tolerance: float = DEFAULT_TOLERANCE,
     design: Design | None = None,
+    rounds: dict[str, Any] | None = None,
+    unreadable: list[str] | None = None,
 ) -> str:
+    """The summary's text. ``rounds``: the adaptive sweep's record, for its own summary
+    (None in a re-analysis along another axis, whose comparisons its rounds did not run
+    for); ``unreadable``: jobs whose record could not be read."""
     configs, comparisons, confidence = found.configs, found.comparisons, found.confidence
     jobs = [j for c in configs for j in c.jobs]
     done = sum(j.get("status") == "completed" for j in jobs)
     out = [f"# Sweep summary: {sweep_dir}", "", f"{len(jobs)} jobs, {done} completed.", ""]
-    if design is not None:
-        out += [_rounds_line(sweep_dir, design), ""]
+    if unreadable:
+        out += [
+            f"{len(unreadable)} more job(s) left out: their {RESULT_FILE} cannot be read (cut "
+            f"short, or not JSON): {', '.join(unreadable)}.",
+            "",
+        ]
+    if design is not None and rounds is not None:
+        out += [_rounds_line(rounds, design), ""]
+    elif design is not None:
+        out += [
+            "A re-analysis: the sweep's adaptive rounds ran for its own comparisons "
+            f"({SUMMARY_MD} beside its jobs), not for these.",
+            "",
+        ]
     if comparisons:
         axis = comparisons[0].axis
         out += [f"## Verdicts: {axis} against {axis}={comparisons[0].baseline}", ""]
@@ -230,7 +254,6 @@ def markdown(
                 "comparison is an A/A test and should read equal or inconclusive.",
                 "",
             ]
-        rounds = read_json(sweep_dir / ROUNDS_FILE) if design is not None else None
         out += [verdict_line(c, rounds) for c in comparisons]
         method = METHOD.format(confidence=100 * confidence, margin=margin)
         if design is not None:
@@ -258,9 +281,8 @@ def markdown(
     return "\n".join(out) + "\n"
 
 
-def _rounds_line(sweep_dir: Path, design: Design) -> str:
+def _rounds_line(record: dict[str, Any], design: Design) -> str:
     """How an adaptive sweep ended: its rounds and why it stopped."""
-    record = read_json(sweep_dir / ROUNDS_FILE) or {}
     rounds = record.get("rounds") or []
     stopped = record.get("stopped") or "still running, or stopped from outside"
     return (
@@ -428,9 +450,11 @@ def write_summary(
     tolerance: float = DEFAULT_TOLERANCE,
     plots: bool = True,
     family: str = FAMILIES[0],
+    out_dir: Path | None = None,
 ) -> str | None:
-    """Write summary.csv, summary.md and (with ``plots``) the plots into the sweep directory;
-    return the markdown.
+    """Write summary.csv, summary.md and (with ``plots``) the plots into ``out_dir`` (the
+    sweep directory: its own summary; another: a re-analysis beside it); return the
+    markdown.
 
     ``axis`` defaults to ``interconnect`` when it is swept; ``baseline`` to ``pcie`` for
     interconnect, else the axis's first value; ``family``: holm, bonferroni or none
@@ -438,23 +462,42 @@ def write_summary(
     results = load_sweep(sweep_dir)
     if not results:
         return None
+    out_dir = out_dir or sweep_dir
+    own = out_dir.resolve() == sweep_dir.resolve()
     design = sweep_design(sweep_dir)
     found = sweep_comparisons(results, axis, baseline, margin, design, family)
     keys, configs, comparisons = found.keys, found.configs, found.comparisons
     scaling = scaling_rows(configs) if "devices" in keys else []
     rows = configuration_rows(keys, configs, comparisons, scaling)
     columns = list(dict.fromkeys(c for row in rows for c in row))
-    with (sweep_dir / SUMMARY_CSV).open("w", newline="") as handle:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / SUMMARY_CSV).open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    text = markdown(sweep_dir, found, scaling, margin, tolerance, design)
-    (sweep_dir / SUMMARY_MD).write_text(text)
+    rounds = (read_json(sweep_dir / ROUNDS_FILE) or {}) if own else None
+    unreadable = unreadable_records(sweep_dir)
+    text = markdown(sweep_dir, found, scaling, margin, tolerance, design, rounds, unreadable)
+    (out_dir / SUMMARY_MD).write_text(text)
     from linkbench.analysis.plots import plot_sweep
 
     if plots:
-        plot_sweep(sweep_dir, configs, comparisons)
+        plot_sweep(out_dir, configs, comparisons)
     return text
+
+
+def own_summary_settings(sweep_dir: Path) -> dict[str, Any]:
+    """The summary settings the sweep ran with (``hydra.callbacks.sweep_summary`` in its
+    multirun.yaml: axis, baseline, margin, family), so that regenerating its summary gives
+    the same one; {} when the file is not there."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load((sweep_dir / "multirun.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    summary = ((saved.get("hydra") or {}).get("callbacks") or {}).get("sweep_summary") or {}
+    return {k: summary[k] for k in ("axis", "baseline", "margin", "family") if k in summary}
 
 
 def compare_sweeps(sweep_a: Path, sweep_b: Path, margin: float = DEFAULT_MARGIN) -> str:
@@ -514,18 +557,22 @@ def axis_problem(results: list[dict[str, Any]], axis: str | None, baseline: Any)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m linkbench.report",
-        description="Summarise a sweep directory, or compare two (B against A).",
+        description="Summarise a sweep directory, or compare two (B against A). With no "
+        "option the sweep's own summary is written again, with the settings it ran with; "
+        "with another axis, baseline, margin or family, a re-analysis is written beside it.",
     )
     parser.add_argument("sweeps", nargs="+", type=Path, help="SWEEP_DIR, or SWEEP_A SWEEP_B")
     parser.add_argument("--axis", default=None, help="swept key to compare along")
     parser.add_argument("--baseline", default=None, help="the axis value to compare against")
-    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="equal within ±")
+    parser.add_argument("--margin", type=float, default=None, help="equal within ±")
     parser.add_argument(
-        "--family",
-        choices=FAMILIES,
-        default=FAMILIES[0],
-        help="how the verdicts hold together (none: each comparison alone)",
-    )
+        "--family", choices=FAMILIES, default=None,
+        help="how the verdicts hold together (default holm; none: each comparison alone)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, default=None,
+        help="where a re-analysis goes (default: SWEEP_DIR/reanalysis-AXIS)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if len(args.sweeps) > 2:
         parser.error("give one sweep directory, or two to compare")
@@ -537,11 +584,21 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     if len(args.sweeps) == 2:
-        print(compare_sweeps(args.sweeps[0], args.sweeps[1], margin=args.margin))
+        margin = DEFAULT_MARGIN if args.margin is None else args.margin
+        print(compare_sweeps(args.sweeps[0], args.sweeps[1], margin=margin))
         return 0
-    if problem := axis_problem(load_sweep(args.sweeps[0]), args.axis, args.baseline):
+    sweep = args.sweeps[0]
+    own = {"axis": None, "baseline": None, "margin": DEFAULT_MARGIN, "family": FAMILIES[0]}
+    own.update(own_summary_settings(sweep))
+    given = {k: getattr(args, k) for k in own if getattr(args, k) is not None}
+    chosen = {**own, **given}
+    if problem := axis_problem(load_sweep(sweep), chosen["axis"], chosen["baseline"]):
         print(problem, file=sys.stderr)
         return 2
-    print(write_summary(args.sweeps[0], args.axis, args.baseline, args.margin, family=args.family))
-    print(f"written: {args.sweeps[0] / SUMMARY_CSV}, {args.sweeps[0] / SUMMARY_MD} and plots")
+    out = args.out
+    if out is None and any(str(v) != str(own[k]) for k, v in given.items()):
+        out = sweep / f"reanalysis-{chosen['axis'] or 'default'}"
+    print(write_summary(sweep, plots=True, out_dir=out, **chosen))
+    where = out or sweep
+    print(f"written: {where / SUMMARY_CSV}, {where / SUMMARY_MD} and plots")
     return 0

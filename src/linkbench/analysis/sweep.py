@@ -110,11 +110,21 @@ def load_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
     results = []
     for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}")):
         result = read_json(path)
-        if result is not None:
+        if isinstance(result, dict):
             register(result.get("metric_table", ()))
             result["job"] = path.parent.name
             results.append(result)
     return results
+
+
+def unreadable_records(sweep_dir: Path) -> list[str]:
+    """The jobs whose result.json exists but cannot be read (cut short, or not a JSON
+    object): load_sweep leaves them out, and the summary names them."""
+    return [
+        path.parent.name
+        for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}"))
+        if not isinstance(read_json(path), dict)
+    ]
 
 
 def timed_training_s(results: list[dict[str, Any]]) -> float:
