@@ -362,13 +362,19 @@ def test_resume_skips_completed_jobs_and_reruns_the_rest(cpu_sweep, tmp_path):
     kept = (done_job / "result.json").read_text()
     interrupted = json.loads((redo_job / "result.json").read_text()) | {"status": "interrupted"}
     (redo_job / "result.json").write_text(json.dumps(interrupted))
+    # the record of a sweep that ran 3 rounds, as if it had been cut after round 2's start
+    record = json.loads((sweep / ROUNDS_FILE).read_text())
+    ran = len(record["rounds"])
     args = ["-m", "+experiment=cpu_smoke", f"hydra.sweep.dir={sweep}", "resume=true"]
     again = run_cli(args, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (done_job / "result.json").read_text() == kept
     assert json.loads((redo_job / "result.json").read_text())["status"] == "completed"
     console = again.stdout + again.stderr
-    assert console.count("already completed; skipping") == 11
+    assert console.count("already completed (samples_per_sec ") == 11
+    assert console.count("done: ") == 1  # only the job that ran says it is done
+    assert len(json.loads((sweep / ROUNDS_FILE).read_text())["rounds"]) >= ran  # only grows
+    assert f"Adaptive rounds: {ran} round(s)" in (sweep / "summary.md").read_text()
 
 
 def test_an_arm_left_with_one_run_gets_no_verdict_and_a_failed_job_no_headline(tmp_path):

@@ -133,6 +133,23 @@ def test_a_comparison_the_budget_stopped_says_so_not_beyond_deciding(tmp_path, m
     assert "undecided when the sweep stopped: budget_s=110 would run out in round 5" in summary
 
 
+def test_a_resumed_sweep_keeps_the_rounds_it_had_run(tmp_path):
+    """Resumed, the rounds run again from the first (their completed jobs skipped); with
+    every round's results already there it decides at min_rounds, and rounds.json keeps the
+    rounds the sweep had run."""
+    ran = _sweep(
+        AdaptiveRounds(JOBS, tmp_path, Design(max_rounds=8), min_rounds=3), random.Random(1)
+    )
+    assert len(ran) > 3
+    again = AdaptiveRounds(JOBS, tmp_path, Design(max_rounds=8), min_rounds=3, resume=True)
+    while jobs := again.next_round():  # every job already completed: all skipped
+        assert all((tmp_path / ",".join(sorted(job))).is_dir() for job in jobs)
+    record = json.loads((tmp_path / ROUNDS_FILE).read_text())
+    assert len(record["rounds"]) == len(ran)
+    summary = write_summary(tmp_path, plots=False)
+    assert summary is not None and f"Adaptive rounds: {len(ran)} round(s)" in summary
+
+
 def _config(repeats: object, task: list[str]) -> object:
     return OmegaConf.create(
         {"repeats": repeats, "hydra": {"sweeper": {"params": {}}, "overrides": {"task": task}}}

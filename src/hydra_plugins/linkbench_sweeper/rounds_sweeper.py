@@ -183,6 +183,7 @@ class RoundsSweeper(BasicSweeper):
                     for k in ("axis", "baseline", "margin", "family")
                     if k in summary
                 },
+                resume=bool(self.config.get("resume", False)),
             )
             self.overrides, self.batch_index = [], 0
         if self.batch_index < len(self.overrides):

@@ -329,8 +329,10 @@ def run_job(cfg: DictConfig) -> float:
         if machine.outside.rank != 0:
             return _run_other_rank(cfg, job_dir, overrides, machine)
     if cfg.get("resume") and (previous := _completed_result(job_dir)):
-        log.info("resume: %s already completed; skipping it", job_dir)
-        return report(previous, task_class(cfg.task._target_))
+        headline = task_class(cfg.task._target_).headline
+        value = float(previous["metrics"].get(headline, 0.0))
+        log.info("resume: %s already completed (%s %.1f); skipping it", job_dir, headline, value)
+        return value
     record = JobRecord(job_dir, overrides)
     job_started_at = time.time()
     try:

@@ -41,7 +41,7 @@ from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import Configuration, load_sweep
 from linkbench.config.overrides import key, parse, settings
 from linkbench.errors import ConfigError
-from linkbench.files import ROUNDS_FILE, write_json
+from linkbench.files import ROUNDS_FILE, read_json, write_json
 
 log = logging.getLogger("linkbench")
 
@@ -247,6 +247,7 @@ class AdaptiveRounds:
         min_rounds: int = DEFAULT_MIN_ROUNDS,
         budget_s: float | None = None,
         summary: dict[str, Any] | None = None,
+        resume: bool = False,
     ) -> None:
         self.jobs, self.sweep_dir, self.design = jobs, sweep_dir, design
         self.min_rounds, self.budget_s = min_rounds, budget_s
@@ -254,6 +255,11 @@ class AdaptiveRounds:
         self.started = time.monotonic()
         self.rounds: list[dict[str, Any]] = []
         self.stopped: str | None = None
+        # A resumed sweep runs its rounds again from the first (their completed jobs are
+        # skipped) and may decide sooner: what rounds.json says of rounds it did not reach
+        # stays, so the record only grows.
+        earlier = (read_json(sweep_dir / ROUNDS_FILE) or {}) if resume else {}
+        self.earlier: list[dict[str, Any]] = list(earlier.get("rounds") or [])
 
     def next_round(self) -> list[list[str]]:
         """The jobs of the next round (``round=R`` first, odd rounds reversed), or [] when
@@ -329,7 +335,7 @@ class AdaptiveRounds:
                 "spending": self.design.spending,
                 "min_rounds": self.min_rounds,
                 "budget_s": self.budget_s,
-                "rounds": self.rounds,
+                "rounds": self.rounds + self.earlier[len(self.rounds) :],
                 "stopped": self.stopped,
             },
         )
