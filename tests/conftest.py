@@ -70,6 +70,16 @@ def clean_env(gpus: bool = False, python_path: Path | None = None) -> dict[str, 
     return env
 
 
+def hparams_session(job_dir: Path) -> tuple[float, float]:
+    """(start, end) of this run's HParams session, in seconds since the epoch."""
+    events = EventAccumulator(str(job_dir))
+    events.Reload()
+    content = events.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"])
+    return start.session_start_info.start_time_secs, end.session_end_info.end_time_secs
+
+
 def hparams_of_run(job_dir: Path) -> tuple[set[str], int]:
     """(hparam names, session end status) of this run's HParams session."""
     events = EventAccumulator(str(job_dir))

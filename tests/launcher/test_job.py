@@ -12,7 +12,7 @@ from tensorboard.plugins.hparams import api_pb2
 
 from linkbench.launcher.hparams import FINAL_METRICS
 
-from ..conftest import QUICK, REPO, clean_env, hparams_of_run, load_result, run_cli
+from ..conftest import QUICK, REPO, clean_env, hparams_of_run, hparams_session, load_result, run_cli
 
 EXPECTED_SCALARS = {
     "train/loss",
@@ -57,6 +57,8 @@ def test_default_job_trains_two_gloo_ranks_and_logs_everything(default_job):
     names, status = hparams_of_run(job)
     assert {"backend", "interconnect", "batch", "global_batch", "precision", "lr"} <= names
     assert status == api_pb2.STATUS_SUCCESS
+    started, ended = hparams_session(job)  # the session spans the job: two runs of steps
+    assert ended - started >= result["duration_s"] - 1.0 > 0
     assert set(events.Tags()["scalars"]) >= set(FINAL_METRICS.values()) - {
         "final/mfu", "final/busbw_gb_s_peak", "final/link_busbw_gb_s"
     }  # fmt: skip

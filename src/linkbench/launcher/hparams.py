@@ -92,14 +92,21 @@ def session_end_pb(completed: bool) -> Summary:
 
 
 def write_job_summary(
-    plan: JobPlan, result: dict[str, Any], repeat_metrics: list[dict[str, Any]], completed: bool
+    plan: JobPlan,
+    result: dict[str, Any],
+    repeat_metrics: list[dict[str, Any]],
+    completed: bool,
+    started_s: float,
 ) -> None:
-    """The launching process's once-per-job record: the HParams session, final/*, repeats/*
-    and trace/* scalars, the custom-scalars layout."""
+    """The launching process's once-per-job record: the HParams session (from ``started_s``,
+    seconds since the epoch, to now), final/*, repeats/* and trace/* scalars, the
+    custom-scalars layout."""
     metrics = result["metrics"]
     writer = SummaryWriter(log_dir=plan.job_dir)
     try:
-        session = summary_v2.hparams_pb(hparams_of(plan, result), trial_id=plan.job_dir)
+        session = summary_v2.hparams_pb(
+            hparams_of(plan, result), trial_id=plan.job_dir, start_time_secs=started_s
+        )
         file_writer = writer.file_writer
         assert file_writer is not None  # SummaryWriter opens it in its constructor
         for summary in (session, session_end_pb(completed)):

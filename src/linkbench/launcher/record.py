@@ -132,6 +132,7 @@ class JobRecord:
             "started_at": now_iso(),
         }
         self._started = time.monotonic()
+        self._started_s = time.time()  # the HParams session's start
 
     def planned(self, plan: JobPlan) -> None:
         self.plan = plan
@@ -200,7 +201,7 @@ class JobRecord:
                 self.fields["trace"] = with_untraced(trace, untraced)
             task_class(self.plan.config.task._target_).finish(self.fields, self.plan, hardware)
             self._write_manifest(hardware)
-            write_job_summary(self.plan, self.fields, runs, self.completed)
+            write_job_summary(self.plan, self.fields, runs, self.completed, self._started_s)
         self.fields["duration_s"] = round(time.monotonic() - self._started, 3)
         self.fields["ended_at"] = now_iso()
         write_json(self.job_dir / RESULT_FILE, self.fields)
