@@ -88,6 +88,36 @@ def _loss_steps(job: Path) -> list[int]:
     return [e.step for e in events.Scalars("train/loss")]
 
 
+@pytest.mark.slow
+def test_a_launcher_stopped_mid_step_waits_for_its_ranks_with_a_bound(tmp_path):
+    """SIGTERM to run.py while its ranks are inside a compute-bound step of seconds (resnet50
+    at 224 px on CPU; Python's signal handler runs only when the step's kernels return): the
+    launcher passes the signal on and exits only once its ranks have, within the elastic
+    agent's shutdown timeout (30 s; then it kills them)."""
+    job = tmp_path / "job"
+    args = ["model=resnet50", "batch=32", "steps=100", "untimed_steps=1", "log_every=1"]
+    args += ["data.image_size=224", "eval.enabled=false", "task.no_sync_steps=0"]
+    process = subprocess.Popen(
+        [sys.executable, "run.py", *args, f"hydra.run.dir={job}"],
+        cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for_metrics(process, job, at_least_step=2)
+        workers = _worker_pids(process.pid)
+        assert len(workers) == 2
+        time.sleep(2)  # inside the next step
+        stopped_at = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=90)
+        took = time.monotonic() - stopped_at
+        left = [pid for pid in workers if alive(pid)]
+    finally:
+        process.kill()
+    assert not left, f"ranks {left} outlived their launcher"
+    assert took < 45, took
+    assert load_result(job)["status"] == "interrupted"
+
+
 def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
     job = tmp_path / "job"
     process = _start_long_job(job)
