@@ -92,3 +92,50 @@ def test_a_stopped_sweep_is_finished_by_resume(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     statuses = sorted(json.loads(p.read_text())["status"] for p in sweep.glob("*/result.json"))
     assert statuses == ["completed", "completed"]
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below ``root``, children first."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_submitit_local_sweep_stops_with_its_jobs_and_says_what_it_kept(tmp_path, signum):
+    """hydra/launcher=submitit_local runs a batch of jobs at once, each in processes of
+    submitit's: one Ctrl-C (or SIGTERM to the sweep's process) stops every job, the sweep
+    writes its summary and exits 128 + the signal, and no process is left."""
+    sweep = tmp_path / "sweep"
+    process = _start(["hydra/launcher=submitit_local", "batch=2,3", "repeats=1", *LONG,
+                      f"hydra.sweep.dir={sweep}"])  # fmt: skip
+    try:
+        _wait_for_a_running_job(process, sweep)
+        below = _descendants(process.pid)
+        if signum == signal.SIGINT:
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 128 + signum, stderr[-3000:]
+    assert f"sweep stopped by {signal.Signals(signum).name}" in stdout, stdout[-3000:]
+    assert "0 never ran" in stdout and "resume=true" in stdout
+    results = [json.loads(p.read_text()) for p in sweep.glob("*/result.json")]
+    assert [r["status"] for r in results] == ["interrupted", "interrupted"]
+    assert (sweep / "summary.md").is_file()
+    time.sleep(2)  # the forkservers notice their parent ended on their next read
+    assert not [pid for pid in below if Path(f"/proc/{pid}").exists()]

@@ -121,6 +121,11 @@ class RoundsSweeper(BasicSweeper):
             self.launcher = stopping.OneJobAtATime(
                 self.launcher, self._jobs_not_taken, self.is_adaptive
             )
+        elif type(self.launcher).__module__.startswith("hydra_plugins.hydra_submitit_launcher"):
+            # a batch at once, each job in submitit's processes
+            self.launcher = stopping.BatchAtOnce(
+                self.launcher, self._jobs_not_taken, self.is_adaptive
+            )
         return super().sweep(arguments)
 
     def _check_whole(self, arguments: list[str]) -> None:

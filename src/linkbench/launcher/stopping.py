@@ -13,14 +13,22 @@ signal's number.
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import signal
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
+from linkbench.analysis.report import own_summary_settings, write_summary
 from linkbench.analysis.sweep import load_sweep
 from linkbench.files import SUMMARY_MD
+
+# How long a stopped sweep waits for the jobs it started to end (each job's own launcher
+# waits for its ranks, within the elastic agent's 30 s, before it exits).
+JOBS_END_WITHIN_S = 60.0
 
 log = logging.getLogger("linkbench")
 
@@ -70,8 +78,81 @@ class OneJobAtATime:
         return runs
 
 
+class _Terminated(Exception):
+    """SIGTERM reached the sweep's own process while a launcher ran a batch of jobs."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+class BatchAtOnce:
+    """A launcher that runs a batch of jobs together in processes of its own (submitit's
+    local and SLURM launchers), wrapped so that Ctrl-C or SIGTERM stops the sweep: the
+    jobs get SIGTERM (submitit's local controller passes it to its task), the sweep waits
+    for them to record themselves as interrupted, then says what it kept and exits."""
+
+    def __init__(self, launcher: Any, remaining: Callable[[], int], adaptive: bool) -> None:
+        self._launcher = launcher
+        self._remaining = remaining
+        self._adaptive = adaptive
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._launcher, name)
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            return self._launcher.launch(job_overrides, initial_job_idx=initial_job_idx)
+        except (KeyboardInterrupt, _Terminated) as stop:
+            request("SIGINT" if isinstance(stop, KeyboardInterrupt) else "SIGTERM")
+            _stop_children()
+            stop_sweep(self._launcher.config, self._remaining(), self._adaptive)
+        finally:
+            if not requested():
+                signal.signal(signal.SIGTERM, previous)
+        return []  # not reached: stop_sweep exits
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _stop_children(within_s: float = JOBS_END_WITHIN_S) -> None:
+    """SIGTERM to this process's children (a terminal's Ctrl-C reached them already; kill
+    -INT of this process alone did not), then wait for them to end, with a bound."""
+    children = _children(os.getpid())
+    for pid in children:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+    deadline = time.monotonic() + within_s
+    while (left := [pid for pid in children if _running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if left:
+        log.warning("jobs still running %.0f s after the stop: %s", within_s, left)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a child that ended is reaped here, so it is gone)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == 0
+
+
 def stop_sweep(config: Any, never_ran: int, adaptive: bool) -> None:
-    """Print what the stopped sweep kept and how to finish it; exit 128 + the signal."""
+    """Write and print the summary of what completed, what the stopped sweep kept and how
+    to finish it; exit 128 + the signal."""
     name = requested() or "SIGINT"
     sweep_dir = Path(str(config.hydra.sweep.dir))
     jobs = load_sweep(sweep_dir)
@@ -79,8 +160,8 @@ def stop_sweep(config: Any, never_ran: int, adaptive: bool) -> None:
     interrupted = [Path(j["job_dir"]).name for j in jobs if j.get("status") == "interrupted"]
     failed = len(jobs) - len(kept) - len(interrupted)
     summary = sweep_dir / SUMMARY_MD
-    if summary.is_file():
-        print("\n" + summary.read_text())
+    if jobs and (text := write_summary(sweep_dir, **own_summary_settings(sweep_dir))):
+        print("\n" + text)
     arguments = [a for a in config.hydra.overrides.task if not a.startswith("resume=")]
     again = shlex.join(
         ["python", "run.py", "-m", *arguments, f"hydra.sweep.dir={sweep_dir}", "resume=true"]
