@@ -69,6 +69,11 @@ def test_a_launcher_that_runs_jobs_together_is_refused_unless_asked_for():
     with pytest.raises(ConfigError, match="concurrent_jobs=true"):
         check_rounds(joblib, 3, concurrent_jobs=False)
     check_rounds(joblib, 3, concurrent_jobs=True)
+    # under repeats=auto the sentence names what the user set, not max_rounds as repeats
+    with pytest.raises(ConfigError) as refused:
+        check_rounds(joblib, 8, concurrent_jobs=False, adaptive=True)
+    assert "rounds of repeats=auto (up to hydra.sweeper.max_rounds=8)" in str(refused.value)
+    assert "repeats=8" not in str(refused.value)
 
 
 def test_hparams_leave_unset_keys_out_so_number_columns_stay_numbers(compose_config, tmp_path):

@@ -73,3 +73,15 @@ def test_submitit_local_multirun_with_a_task_per_rank(tmp_path):
         assert result["status"] == "completed"
         assert result["world_size"] == 2
     assert "2 jobs, 2 completed" in (tmp_path / "summary.md").read_text()
+
+
+def test_joblib_runs_a_rounds_jobs_together_when_asked_to(tmp_path):
+    """hydra/launcher=joblib with hydra.sweeper.concurrent_jobs=true, the path the refusal
+    names: each job starts its own world from a joblib (loky) worker process (before, every
+    job failed: its ranks were told to use the worker's start method, 'loky')."""
+    args = ["hydra/launcher=joblib", "hydra.sweeper.concurrent_jobs=true", "batch=2,3"]
+    args += ["repeats=2"]
+    done = run_cli(["-m", *QUICK, *args, f"hydra.sweep.dir={tmp_path}"], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    statuses = [load_result(job.parent)["status"] for job in tmp_path.glob("*/result.json")]
+    assert statuses == ["completed"] * 4

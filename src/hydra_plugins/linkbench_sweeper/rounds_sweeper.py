@@ -111,7 +111,7 @@ class RoundsSweeper(BasicSweeper):
         if self.is_adaptive:
             check_adaptive(self.max_rounds, self.min_rounds, self.budget_s, self.spending)
         self.rounds = self.max_rounds if self.is_adaptive else int(repeats)
-        check_rounds(self.config, self.rounds, self.concurrent_jobs)
+        check_rounds(self.config, self.rounds, self.concurrent_jobs, self.is_adaptive)
         self._check_whole(arguments)
         self._ordered = False
         self.adaptive = None

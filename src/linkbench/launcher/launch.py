@@ -86,6 +86,9 @@ def _keep_previous_attempt(log_dir: Path) -> None:
         path.rename(keep / path.name)
 
 
+STANDARD_START_METHODS = (None, "fork", "spawn", "forkserver")
+
+
 def launch(plan: JobPlan, show_rank0: bool = True) -> dict[int, Any]:
     """Run :func:`worker_main` on every rank; returns {rank: return value}.
 
@@ -114,6 +117,10 @@ def launch(plan: JobPlan, show_rank0: bool = True) -> dict[int, Any]:
         logs_specs=JobLogsSpecs(plan.log_dir, console_rank=0 if show_rank0 else None),
     )
     multiprocessing.set_forkserver_preload(PRELOAD)  # once per process
+    if multiprocessing.get_start_method(allow_none=True) not in STANDARD_START_METHODS:
+        # A job inside a joblib (loky) worker: the forkserver's children would be told to
+        # use that process's default, 'loky', which they cannot know, and fail at start.
+        multiprocessing.set_start_method("forkserver", force=True)
     saved = dict(os.environ)
     os.environ[LAUNCHER_PID] = str(os.getpid())  # workers end themselves if it is killed
     try:

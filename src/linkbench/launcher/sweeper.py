@@ -85,27 +85,35 @@ def sweep_rounds(config: DictConfig, arguments: list[str] | None = None) -> int 
     return None if repeats == AUTO else int(repeats)
 
 
-def check_rounds(config: DictConfig, rounds: int, concurrent_jobs: bool) -> None:
+def check_rounds(
+    config: DictConfig, rounds: int, concurrent_jobs: bool, adaptive: bool = False
+) -> None:
     """Refuse, in one sentence, a sweep whose rounds would overwrite or measure each other:
     a ``hydra.sweep.subdir`` that does not tell rounds apart, or a launcher that runs jobs
-    at the same time (unless ``hydra.sweeper.concurrent_jobs=true``)."""
+    at the same time (unless ``hydra.sweeper.concurrent_jobs=true``). ``rounds``: the
+    rounds it may run (an adaptive sweep's ``max_rounds``)."""
     if rounds < 2:
         return
+    named = (
+        f"repeats=auto (up to hydra.sweeper.max_rounds={rounds})"
+        if adaptive
+        else f"repeats={rounds}"
+    )
     sweep = OmegaConf.to_container(config.hydra.sweep, resolve=False)
     subdir = str(sweep.get("subdir") if isinstance(sweep, dict) else None)
     excluded = config.hydra.job.config.override_dirname.get("exclude_keys") or []
     by_dirname = "override_dirname" in subdir and ROUND_KEY not in excluded
     if ROUND_KEY not in subdir and not by_dirname:
         raise ConfigError(
-            f"hydra.sweep.subdir={subdir} puts the {rounds} rounds of each configuration "
-            f"(repeats={rounds}) into one directory, each overwriting the last; add "
+            f"hydra.sweep.subdir={subdir} puts the rounds of each configuration "
+            f"({named}) into one directory, each overwriting the last; add "
             "${round} to it, e.g. 'hydra.sweep.subdir=" + subdir + "_round${round}'."
         )
     launcher = str(config.hydra.launcher.get("_target_", ""))
     if launcher.endswith(CONCURRENT_LAUNCHERS) and not concurrent_jobs:
         raise ConfigError(
             f"hydra.launcher={launcher} runs jobs at the same time, so the rounds of "
-            f"repeats={rounds} would share the devices and measure each other; use the basic "
+            f"{named} would share the devices and measure each other; use the basic "
             "launcher, or add hydra.sweeper.concurrent_jobs=true to run one round at a time."
         )
 
