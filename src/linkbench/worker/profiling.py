@@ -10,6 +10,7 @@ run writes traces.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
 
 WARMUP_STEPS = 1  # the profiler's own start-up, not recorded
+KINETO_QUIET = 6  # above every level Kineto prints at (ERROR is 3, its stage marks 4-5)
 
 
 def record_trace(stepper: Stepper, plan: JobPlan, me: Rank) -> Path | None:
@@ -35,6 +37,11 @@ def record_trace(stepper: Stepper, plan: JobPlan, me: Rank) -> Path | None:
     path = trace_path(Path(plan.job_dir), me.rank)
     path.parent.mkdir(parents=True, exist_ok=True)
     activities = [ProfilerActivity.CPU] if options.cpu or me.device.type == "cpu" else []
+    if me.device.type == "cpu":
+        # Kineto looks for GPUs when a trace starts and prints an ERROR where there are none
+        # ("gpuGetDeviceCount failed with code 35"), and its USDT start/stop marks: nothing
+        # is wrong, so on CPU it stays quiet unless the user set its level.
+        os.environ.setdefault("KINETO_LOG_LEVEL", str(KINETO_QUIET))
     if me.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
         torch.cuda.synchronize(me.device)
