@@ -4,13 +4,16 @@ Each Hydra job starts its own world of DDP worker processes and returns its glob
 samples/s, so Hydra's sweepers can optimise it. Everything else lives in src/linkbench.
 """
 
+import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
+from linkbench.config.overrides import command_line_overrides, unknown_key
 from linkbench.config.plan import Machine
-from linkbench.config.schema import register
+from linkbench.config.schema import Config, register
+from linkbench.errors import ConfigError, refuse
 from linkbench.launcher.job import run_job
 
 # model=auto and precision=auto suit the machine this runs on.
@@ -23,4 +26,6 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    if problem := unknown_key(command_line_overrides(sys.argv[1:]), Config):
+        refuse(ConfigError(problem))  # before Hydra, whose hint would say "+key"
     main()

@@ -1,10 +1,17 @@
 """The errors a user meets: bad input (before any worker starts), a failed job, a stopped one.
 
 All subclass Hydra's ``CompactHydraException``, which Hydra reports as the message alone
-(no traceback) with exit status 1.
+(no traceback) with exit status 1. Bad input is shown as its sentence alone, without Hydra's
+lines around it, by :func:`refuse` (``HYDRA_FULL_ERROR=1`` keeps the traceback).
 """
 
+import os
+import sys
+from typing import NoReturn
+
 from hydra.errors import CompactHydraException
+
+REFUSED = 2  # the exit status of bad input
 
 
 class ConfigError(CompactHydraException):
@@ -17,3 +24,12 @@ class JobFailed(CompactHydraException):
 
 class JobInterrupted(CompactHydraException):
     """The job was stopped (SIGTERM); its result.json says ``interrupted``."""
+
+
+def refuse(error: Exception) -> NoReturn:
+    """End the process on bad input: the sentence alone on stderr, exit status 2; with
+    ``HYDRA_FULL_ERROR=1`` the error is raised on, traceback and all."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        raise error
+    print(str(error), file=sys.stderr, flush=True)
+    raise SystemExit(REFUSED)

@@ -203,3 +203,26 @@ def test_a_loss_or_optimizer_that_cannot_be_built_is_refused_before_any_worker(
     done = _refused([*args, f"hydra.run.dir={tmp_path / 'job'}"], words)
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "job" / "logs").exists(), "no worker started"
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (["step=50"], "step is not a key of linkbench's config; did you mean steps?"),
+        (["optimizer.betas=[0.9]"], "did you mean optimizer.kwargs"),
+        (["-m", "debug.step_delay=0,5"], "did you mean debug.step_delay_ms"),
+        (["experiment=cpu_smoke"], "write +experiment=..."),
+        (["steps=5"], "untimed_steps=10 must be at least 0 and below steps=5"),
+        (["-m", "batch=8,8"], "remove the repeated value"),
+    ],
+    ids=["unknown-key", "unknown-nested-key", "unknown-in-a-sweep", "experiment", "plan", "sweep"],
+)
+def test_bad_input_is_its_sentence_alone_with_exit_status_2(tmp_path, args, sentence):
+    """No Hydra lines around it ("Error executing job", "HYDRA_FULL_ERROR"), and for a key the
+    schema lacks, the nearest keys it has (Hydra's own hint says to add it with +)."""
+    done = _refused([*args, f"hydra.run.dir={tmp_path}/job", f"hydra.sweep.dir={tmp_path}/s"],
+                    sentence)  # fmt: skip
+    assert done.returncode == 2
+    assert sentence in done.stderr.strip().splitlines()[-1]
+    assert "HYDRA_FULL_ERROR" not in done.stderr and "Error executing job" not in done.stderr
+    assert "+step" not in done.stderr

@@ -29,6 +29,7 @@ from omegaconf import open_dict
 
 from linkbench.analysis.sequential import DEFAULT_SPENDING, Design
 from linkbench.config.plan import Machine, make_plan
+from linkbench.errors import ConfigError, refuse
 from linkbench.launcher import stopping
 from linkbench.launcher.job import checked
 from linkbench.launcher.sweeper import (
@@ -106,13 +107,16 @@ class RoundsSweeper(BasicSweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None
-        repeats = sweep_repeats(self.config, arguments)
-        self.is_adaptive = repeats == AUTO
-        if self.is_adaptive:
-            check_adaptive(self.max_rounds, self.min_rounds, self.budget_s, self.spending)
-        self.rounds = self.max_rounds if self.is_adaptive else int(repeats)
-        check_rounds(self.config, self.rounds, self.concurrent_jobs, self.is_adaptive)
-        self._check_whole(arguments)
+        try:  # the sweep checked whole: a refusal is its sentence alone, before any job
+            repeats = sweep_repeats(self.config, arguments)
+            self.is_adaptive = repeats == AUTO
+            if self.is_adaptive:
+                check_adaptive(self.max_rounds, self.min_rounds, self.budget_s, self.spending)
+            self.rounds = self.max_rounds if self.is_adaptive else int(repeats)
+            check_rounds(self.config, self.rounds, self.concurrent_jobs, self.is_adaptive)
+            self._check_whole(arguments)
+        except ConfigError as error:
+            refuse(error)
         self._ordered = False
         self.adaptive = None
         stopping.reset()

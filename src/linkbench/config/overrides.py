@@ -4,13 +4,19 @@ place: which keys they set, and the settings a job's record keeps (``result.json
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import typing
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException
 
 # Keys that say how to run a job, not what it measures: left out of its settings.
 NOT_SETTINGS = ("resume", "experiment")
+# Config groups that are added with +, not set (conf/config.yaml has no default for them).
+ADDED_GROUPS = ("experiment",)
 
 
 def parse(overrides: list[str]) -> list[Override]:
@@ -47,3 +53,55 @@ def settings(overrides: list[str]) -> dict[str, Any]:
         for o in parse(overrides)
         if not o.is_delete() and not key(o).startswith("hydra.") and key(o) not in NOT_SETTINGS
     }
+
+
+def _schema_keys(schema: type, prefix: str = "") -> dict[str, bool]:
+    """Every dotted key of a config dataclass -> whether anything may follow it (a dict or
+    an untyped field)."""
+    keys: dict[str, bool] = {}
+    hints = typing.get_type_hints(schema)
+    for field in dataclasses.fields(schema):
+        name = prefix + field.name
+        kind = hints.get(field.name)
+        if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+            keys[name] = False
+            keys.update(_schema_keys(kind, name + "."))
+        else:
+            open_ended = kind is Any or typing.get_origin(kind) is dict
+            keys[name] = open_ended
+    return keys
+
+
+def unknown_key(arguments: list[str], schema: type) -> str | None:
+    """One sentence for the first override that sets a key the config schema lacks, with
+    the nearest keys it has ("did you mean steps?"); None when every key is known. Keys
+    added with ``+``, Hydra's own and config groups' paths (``hydra/launcher``) are left to
+    Hydra."""
+    try:
+        parsed = parse(arguments)
+    except HydraException:
+        return None  # Hydra says what is wrong with the syntax itself
+    keys = _schema_keys(schema)
+    for override in parsed:
+        name = key(override)
+        if override.is_add() or override.is_force_add() or "/" in name:
+            continue
+        if name in ADDED_GROUPS:
+            return f"{name} is a group added to the config, not a key of it: write +{name}=..."
+        if name.split(".")[0] == "hydra" or name in keys:
+            continue
+        parts = name.split(".")
+        if any(keys.get(".".join(parts[:i])) for i in range(1, len(parts))):
+            continue  # inside a dict such as model.kwargs
+        near = difflib.get_close_matches(name, list(keys), n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(near)}?" if near else "see docs/configuration.md."
+        return f"{name} is not a key of linkbench's config; {hint}"
+    return None
+
+
+def command_line_overrides(argv: list[str]) -> list[str]:
+    """The overrides of a ``run.py`` command line, as Hydra's own argument parser reads it."""
+    from hydra._internal.utils import get_args_parser
+
+    known, _ = get_args_parser().parse_known_args(argv)
+    return list(known.overrides or [])

@@ -28,7 +28,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from linkbench.config.overrides import key, parse
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import InterconnectName
-from linkbench.errors import ConfigError, JobFailed, JobInterrupted
+from linkbench.errors import ConfigError, JobFailed, JobInterrupted, refuse
 from linkbench.files import (
     METRICS_FILE,
     NCCL_LOGS,
@@ -350,6 +350,8 @@ def run_job(cfg: DictConfig) -> float:
         record.complete()
     except ConfigError as error:
         record.fail(str(error))
+        if hydra_cfg.mode == RunMode.RUN:
+            refuse(error)  # its sentence alone (a sweep's jobs were checked before it began)
         raise
     except ChildFailedError as error:
         rank, message = _failure_message(error, record.current_run())
