@@ -44,6 +44,8 @@ from linkbench.worker.task import Task
 from linkbench.worker.timing import WindowTimer
 
 log = logging.getLogger("linkbench")
+# A job projected to run longer than this after its first step says so at once.
+LONG_JOB_S = 60.0
 
 
 @dataclass
@@ -155,6 +157,8 @@ class TrainingRun:
                 _wait_for(me.device)
                 self.first_step_s = time.perf_counter() - started
                 self.timeline["first_step_done_at"] = time.time()
+                if self.board is not None:
+                    _say_if_long(self.first_step_s, done, steps, log_every)
             if done == self.timed_from:
                 self.counters.start()
                 self.timer.start()
@@ -294,6 +298,20 @@ def _check_finite(loss_sum: float, first_step: int, last_step: int, rank: int) -
 def _wait_for(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def _say_if_long(step_s: float, done: int, steps: int, log_every: int) -> None:
+    """After the first step, the job's projected time at that pace, when it is long: the
+    first log line may otherwise be minutes away (the first step holds one-time set-up, so
+    the projection errs long)."""
+    left_s = step_s * (steps - done)
+    if left_s < LONG_JOB_S:
+        return
+    log.info(
+        "step %d/%d took %.1f s: at that pace the %d steps left take up to about %.0f min, "
+        "the next line in %.0f s (lower steps or log_every to see more sooner)",
+        done, steps, step_s, steps - done, left_s / 60, step_s * (log_every - done % log_every),
+    )  # fmt: skip
 
 
 def _log_progress(done: int, steps: int, scalars: dict[str, float]) -> None:
