@@ -52,6 +52,18 @@ def sweep_dimensions(hydra_node: DictConfig) -> dict[str, int] | None:
         return None
 
 
+def adaptive_jobs(config: DictConfig) -> tuple[int, int] | None:
+    """The fewest and the most jobs an adaptive sweep may run (every configuration
+    ``min_rounds`` times, and at most ``max_rounds``); None when the sweep is not adaptive
+    or its size is unknown."""
+    dimensions = sweep_dimensions(config.hydra)
+    sweeper = config.hydra.get("sweeper") or {}
+    if dimensions is None or sweep_rounds(config) is not None or "min_rounds" not in sweeper:
+        return None
+    configurations = math.prod(dimensions.values())
+    return configurations * int(sweeper["min_rounds"]), configurations * int(sweeper["max_rounds"])
+
+
 def expected_jobs(config: DictConfig) -> int | None:
     """How many jobs linkbench's sweeper makes of this multirun (None if unknown, as for
     adaptive rounds, which decide after each round)."""
@@ -84,9 +96,11 @@ class SweepSummary(Callback):
         self.finished = 0
         self.printed = False
         self.started = time.monotonic()
+        self.adaptive: tuple[int, int] | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.expected = expected_jobs(config)
+        self.adaptive = adaptive_jobs(config) if self.expected is None else None
         self.finished = 0
         self.printed = False
         self.started = time.monotonic()
@@ -98,10 +112,14 @@ class SweepSummary(Callback):
         elapsed = time.monotonic() - self.started
         total = "" if self.expected is None else f"/{self.expected}"
         left = ""
-        if self.finished and self.expected is not None:
-            left = f", about {elapsed / self.finished * (self.expected - self.finished):.0f} s left"
+        per_job = elapsed / self.finished if self.finished else None
+        if per_job is not None and self.expected is not None:
+            left = f", about {per_job * (self.expected - self.finished):.0f} s left"
         elif self.expected is None and config.get("round") is not None:
             left = f", adaptive round {config.round + 1}"
+            if per_job is not None and self.adaptive is not None:
+                fewest, most = (max(0, n - self.finished) * per_job for n in self.adaptive)
+                left += f": {fewest:.0f} to {most:.0f} s left, as the rounds decide"
         overrides = " ".join(config.hydra.overrides.task)
         log.info("job %d%s (%.0f s elapsed%s): %s", self.finished + 1, total, elapsed, left,
                  overrides)  # fmt: skip
