@@ -119,7 +119,10 @@ class SweepSummary(Callback):
             left = f", adaptive round {config.round + 1}"
             if per_job is not None and self.adaptive is not None:
                 fewest, most = (max(0, n - self.finished) * per_job for n in self.adaptive)
-                left += f": {fewest:.0f} to {most:.0f} s left, as the rounds decide"
+                if round(fewest) < round(most):
+                    left += f": {fewest:.0f} to {most:.0f} s left, as the rounds decide"
+                elif most >= 1:
+                    left += f": about {most:.0f} s left"
         overrides = " ".join(config.hydra.overrides.task)
         log.info("job %d%s (%.0f s elapsed%s): %s", self.finished + 1, total, elapsed, left,
                  overrides)  # fmt: skip
