@@ -226,3 +226,22 @@ def test_bad_input_is_its_sentence_alone_with_exit_status_2(tmp_path, args, sent
     assert sentence in done.stderr.strip().splitlines()[-1]
     assert "HYDRA_FULL_ERROR" not in done.stderr and "Error executing job" not in done.stderr
     assert "+step" not in done.stderr
+
+
+def test_a_download_that_cannot_reach_the_network_is_one_sentence(tmp_path):
+    """data.download=true offline (here: every URL through a proxy on a closed port): one
+    sentence saying how to provide the files, before any worker starts (before, an 80-line
+    urllib traceback from rank 0)."""
+    closed = "http://127.0.0.1:9"
+    env = clean_env() | {
+        k: closed for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
+    }
+    done = run_cli(["data=cifar10", "data.download=true", f"data.root={tmp_path / 'data'}",
+                    f"hydra.run.dir={tmp_path / 'job'}"], env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("data.download=true could not fetch CIFAR-10 into ")
+    assert "cifar-10-python.tar.gz" in last and "Traceback" not in done.stderr
+    assert not (tmp_path / "job" / "logs").exists() or not any(
+        (tmp_path / "job" / "logs").iterdir()
+    )

@@ -47,6 +47,7 @@ from linkbench.launcher.record import JobRecord
 from linkbench.link.nccl_log import parse_files, requested_vs_used
 from linkbench.link.netns import LinkError, Network, new_spec
 from linkbench.link.transport import verify, verify_link
+from linkbench.parts.datasets import fetch
 from linkbench.parts.flops import train_flops_per_sample
 from linkbench.parts.models import loss_function
 from linkbench.parts.optim import optimizer_class
@@ -337,6 +338,7 @@ def run_job(cfg: DictConfig) -> float:
     job_started_at = time.time()
     try:
         plan = checked(_plan_job(cfg, job_dir, overrides, machine))
+        fetch(plan.config.data)  # data.download=true: once, before any worker
         if plan.config.compile and hydra_cfg.mode == RunMode.MULTIRUN:
             sweep_cache = str(Path(hydra_cfg.sweep.dir) / COMPILE_CACHE_DIR)
             plan = dataclasses.replace(plan, compile_cache_dir=sweep_cache)

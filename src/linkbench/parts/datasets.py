@@ -23,6 +23,9 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 
 from linkbench.config.data_sizes import SPLIT_SEED, digits_arrays
 from linkbench.config.schema import DataConfig, DataName
+from linkbench.errors import ConfigError
+
+CIFAR10_HOME = "https://www.cs.toronto.edu/~kriz/cifar.html"
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -86,3 +89,25 @@ def dataset(data: DataConfig, channels: int, local_rank: int, held_out: bool = F
     if data.download:
         dist.barrier()
     return datasets.CIFAR10(str(root), train=not held_out, download=False, transform=transform)
+
+
+def fetch(data: DataConfig) -> None:
+    """``data.download=true``: fetch the data set into ``data.root`` once, in the launching
+    process, before any worker starts; a failure (offline, say) is one sentence saying how
+    to provide the files instead."""
+    if not (data.download and data.name == DataName.cifar10):
+        return
+    from torchvision import datasets
+
+    assert data.root is not None  # the plan requires it for cifar10
+    root = Path(data.root).expanduser()
+    try:
+        datasets.CIFAR10(str(root), train=True, download=True)
+    except (OSError, RuntimeError) as error:  # urllib's URLError is an OSError
+        cause = str(getattr(error, "reason", None) or error).replace("\n", " ")
+        raise ConfigError(
+            f"data.download=true could not fetch CIFAR-10 into {root} ({cause}); if this "
+            f"machine is offline, download cifar-10-python.tar.gz from {CIFAR10_HOME} on one "
+            "that is not, extract it into data.root (it holds cifar-10-batches-py), and run "
+            "without data.download=true."
+        ) from None
