@@ -190,14 +190,19 @@ def test_a_missing_experiment_lists_the_committed_ones(tmp_path):
             "cannot be built: IndexError",
         ),
         (["optimizer=sgd", "+optimizer.kwargs.nesterov_typo=true"], "nesterov_typo"),
+        (
+            ["comm_hook=powersgd", "comm_hook.hook._target_=torch.nope.hook"],
+            "comm_hook.hook._target_=torch.nope.hook cannot be imported (ModuleNotFoundError",
+        ),
     ],
     ids=[
         "a-loss-that-does-not-import",
         "an-optimizer-keyword-it-cannot-take",
         "an-unknown-keyword",
+        "a-comm-hook-that-does-not-import",
     ],
 )
-def test_a_loss_or_optimizer_that_cannot_be_built_is_refused_before_any_worker(
+def test_a_loss_hook_or_optimizer_that_cannot_be_built_is_refused_before_any_worker(
     tmp_path, args, words
 ):
     done = _refused([*args, f"hydra.run.dir={tmp_path / 'job'}"], words)
@@ -245,3 +250,11 @@ def test_a_download_that_cannot_reach_the_network_is_one_sentence(tmp_path):
     assert not (tmp_path / "job" / "logs").exists() or not any(
         (tmp_path / "job" / "logs").iterdir()
     )
+
+
+def test_keys_inside_a_dict_or_an_optional_dict_are_left_to_it():
+    from linkbench.config.overrides import unknown_key
+
+    known = ["comm_hook.hook._target_=x", "model.kwargs.depth=3", "optimizer.kwargs.eps=1e-6"]
+    assert unknown_key(known, Config) is None
+    assert "did you mean comm_hook.hook" in str(unknown_key(["comm_hook.hok=x"], Config))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import types
 import typing
 from typing import Any
 
@@ -55,6 +56,13 @@ def settings(overrides: list[str]) -> dict[str, Any]:
     }
 
 
+def _kinds(kind: Any) -> list[Any]:
+    """The types a field may hold (``X | None`` holds X and None)."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return [k for k in typing.get_args(kind) if k is not type(None)]
+    return [kind]
+
+
 def _schema_keys(schema: type, prefix: str = "") -> dict[str, bool]:
     """Every dotted key of a config dataclass -> whether anything may follow it (a dict or
     an untyped field)."""
@@ -62,13 +70,11 @@ def _schema_keys(schema: type, prefix: str = "") -> dict[str, bool]:
     hints = typing.get_type_hints(schema)
     for field in dataclasses.fields(schema):
         name = prefix + field.name
-        kind = hints.get(field.name)
-        if dataclasses.is_dataclass(kind) and isinstance(kind, type):
-            keys[name] = False
-            keys.update(_schema_keys(kind, name + "."))
-        else:
-            open_ended = kind is Any or typing.get_origin(kind) is dict
-            keys[name] = open_ended
+        kinds = _kinds(hints.get(field.name))
+        keys[name] = any(k is Any or typing.get_origin(k) is dict or k is dict for k in kinds)
+        for kind in kinds:
+            if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+                keys.update(_schema_keys(kind, name + "."))
     return keys
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import logging
 import signal
 import time
@@ -131,9 +132,9 @@ def _cause(error: Exception) -> str:
 
 
 def check_parts(plan: JobPlan) -> None:
-    """The loss and the optimizer a training job names, resolved, and the optimizer built
-    once over one CPU parameter: a bad name or keyword is one sentence before any worker
-    starts, not a traceback from a rank."""
+    """The loss, the communication hook and the optimizer a training job names, resolved,
+    and the optimizer built once over one CPU parameter: a bad name or keyword is one
+    sentence before any worker starts, not a traceback from a rank."""
     c = plan.config
     if not task_class(c.task._target_).trains:
         return
@@ -144,6 +145,19 @@ def check_parts(plan: JobPlan) -> None:
             f"model.loss={c.model.loss} cannot be imported ({_cause(error)}); name a function "
             "loss(outputs, targets), e.g. linkbench.parts.models.cross_entropy."
         ) from None
+    hook = c.comm_hook
+    for part, spec in (("hook", hook.hook), ("state", hook.state)):
+        target = (spec or {}).get("_target_")
+        try:
+            if target is not None:
+                module, _, name = str(target).rpartition(".")
+                getattr(importlib.import_module(module), name)
+        except Exception as error:
+            raise ConfigError(
+                f"comm_hook.{part}._target_={target} cannot be imported ({_cause(error)}); "
+                f"name a {'function' if part == 'hook' else 'class'} by its dotted path, e.g. "
+                "those of conf/comm_hook/powersgd.yaml."
+            ) from None
     try:
         cls, kwargs = optimizer_class(
             c.optimizer, plan.lr, c.model.weight_decay, torch.device("cpu"), grad_scaler=False
