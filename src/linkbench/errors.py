@@ -26,10 +26,17 @@ class JobInterrupted(CompactHydraException):
     """The job was stopped (SIGTERM); its result.json says ``interrupted``."""
 
 
-def refuse(error: Exception) -> NoReturn:
-    """End the process on bad input: the sentence alone on stderr, exit status 2; with
-    ``HYDRA_FULL_ERROR=1`` the error is raised on, traceback and all."""
+def end(error: Exception, status: int, said: bool = False) -> NoReturn:
+    """End the process with ``error``'s sentence alone on stderr (unless the log ``said`` it
+    already) and exit ``status``; with ``HYDRA_FULL_ERROR=1`` the error is raised on,
+    traceback and all."""
     if os.environ.get("HYDRA_FULL_ERROR") == "1":
         raise error
-    print(str(error), file=sys.stderr, flush=True)
-    raise SystemExit(REFUSED)
+    if not said:
+        print(str(error), file=sys.stderr, flush=True)
+    raise SystemExit(status)
+
+
+def refuse(error: Exception) -> NoReturn:
+    """End the process on bad input: its sentence alone, exit status 2."""
+    end(error, REFUSED)

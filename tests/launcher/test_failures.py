@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from linkbench.files import failure_file
 from linkbench.launcher.failures import first_failure
 
 from ..conftest import QUICK, REPO, alive, clean_env, load_result, run_cli
@@ -124,10 +125,16 @@ def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
     try:
         workers = _running_workers(process, job)
         os.kill(workers[-1], signal.SIGKILL)
-        _, stderr = process.communicate(timeout=120)
+        stdout, stderr = process.communicate(timeout=120)
     finally:
         process.kill()
-    assert process.returncode != 0
+    assert process.returncode == 1
+    # The console shows the lines that matter: rank 0 says in one line that a peer left (no
+    # gloo traceback), the job names the rank that failed first; no Hydra lines around it.
+    # ("rank 0 stopped: another rank left the job (...)", or, when the launcher stopped it
+    # before its collective failed, "rank 0 stopped: stopped by SIGTERM")
+    assert "rank 0 stopped: " in stderr
+    assert "Traceback" not in stderr and "HYDRA_FULL_ERROR" not in stderr
     result = load_result(job)
     assert result["status"] == "failed"
     assert result["failed_rank"] == 1
@@ -135,8 +142,10 @@ def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
     assert "rank 1 failed first: " in result["error"]
     assert "SIGKILL" in result["error"] or "killed from outside" in result["error"]
     assert result["metrics"]["timed_steps"] >= 2, "the steps measured before the failure are kept"
-    assert "rank 1 failed first" in stderr
+    assert "rank 1 failed first" in stdout + stderr
     assert _gone(workers)
+    # rank 0's traceback is kept for whoever wants it, in its failure record
+    assert "Traceback" in json.loads(failure_file(job / "logs", 0).read_text())["traceback"]
 
 
 def test_workers_of_a_killed_launcher_end_themselves_within_seconds(tmp_path):
@@ -179,6 +188,7 @@ def test_stopped_job_says_so_flushes_tensorboard_and_leaves_no_process(tmp_path,
     assert _gone(workers + server)
     if signum == signal.SIGTERM:
         assert "stopped by SIGTERM" in stderr and "Traceback" not in stderr
+        assert process.returncode == 128 + signum and "HYDRA_FULL_ERROR" not in stderr
 
 
 def test_a_crashing_rank_fails_its_job_and_the_sweep_runs_on(tmp_path):

@@ -29,7 +29,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from linkbench.config.overrides import key, parse
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import InterconnectName
-from linkbench.errors import ConfigError, JobFailed, JobInterrupted, refuse
+from linkbench.errors import ConfigError, JobFailed, JobInterrupted, end, refuse
 from linkbench.files import (
     METRICS_FILE,
     NCCL_LOGS,
@@ -373,14 +373,20 @@ def run_job(cfg: DictConfig) -> float:
         rank, message = _failure_message(error, record.current_run())
         record.fail(message, rank)
         log.error("job failed: %s", message)
-        raise JobFailed(f"{job_dir}: {message}") from None
+        failed = JobFailed(f"{job_dir}: {message}")
+        if hydra_cfg.mode == RunMode.RUN:
+            end(failed, 1, said=True)  # the line above, without Hydra's around it
+        raise failed from None
     except (KeyboardInterrupt, SignalException, Stopped) as error:
         record.interrupt(f"interrupted ({type(error).__name__}: {error})")
         name = _signal_name(error)
         if hydra_cfg.mode == RunMode.MULTIRUN:
             stopping.request(name)  # the sweep stops after this job
         if isinstance(error, SignalException):
-            raise JobInterrupted(f"{job_dir}: stopped by {name}, with its workers") from None
+            stopped = JobInterrupted(f"{job_dir}: stopped by {name}, with its workers")
+            if hydra_cfg.mode == RunMode.RUN:
+                end(stopped, 128 + signal.Signals[name].value)
+            raise stopped from None
         raise
     except Exception as error:
         record.fail(f"{type(error).__name__}: {error}")

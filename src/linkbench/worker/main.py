@@ -30,7 +30,13 @@ from linkbench.link.transport import nccl_debug_env
 from linkbench.parts.rank import Rank
 from linkbench.worker.board import Board
 from linkbench.worker.emulated import check_sockets, measure, store
-from linkbench.worker.stop import STOP_SIGNALS, record_failure, stop_on_sigterm, watch_launcher
+from linkbench.worker.stop import (
+    STOP_SIGNALS,
+    peer_left,
+    record_failure,
+    stop_on_sigterm,
+    watch_launcher,
+)
 from linkbench.worker.task import task_class
 
 log = logging.getLogger("linkbench")
@@ -155,7 +161,11 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
             log.warning("rank %d stopped: %s", rank, error or "interrupted")
             if not plan.in_place:  # a stop is no error of this rank's: exit without traceback
                 raise SystemExit(128 + STOP_SIGNALS[type(error)]) from None
-        log.exception("rank %d failed", rank)
+        if peer_left(error):  # one line: the rank that left says why (its traceback is kept)
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            log.error("rank %d stopped: another rank left the job (%s)", rank, first)
+        else:
+            log.exception("rank %d failed", rank)
         raise
     finally:
         described = hardware.finish() if hardware is not None else None

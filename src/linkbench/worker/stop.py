@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -82,5 +83,22 @@ def record_failure(log_dir: Path, rank: int, error: BaseException) -> None:
             "time": time.time(),
             "error": f"{type(error).__name__}: {error}".strip(),
             "stopped": isinstance(error, tuple(STOP_SIGNALS)),
+            "traceback": "".join(traceback.format_exception(error)),
         },
     )
+
+
+# What a collective says when another rank's process is gone (gloo's TCP pairs; NCCL's
+# watchdog and its socket transport).
+PEER_LEFT = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "remote process exited",
+    "Broken pipe",
+)
+
+
+def peer_left(error: BaseException) -> bool:
+    """Whether ``error`` is this rank's collective failing because another rank left: the
+    other rank's own failure is the one that matters."""
+    return any(words in str(error) for words in PEER_LEFT)
