@@ -44,11 +44,16 @@ RECORDED_BEFORE_HEADLINES = {
 
 
 def replace_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> None:
-    """``write(tmp)`` a temporary file beside ``path``, then rename it over ``path``."""
+    """``write(tmp)`` a temporary file beside ``path``, then rename it over ``path``; a write
+    that fails (a full disk, say) leaves no temporary file behind."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:

@@ -309,3 +309,31 @@ def test_a_sharded_job_resumes_from_its_checkpoint_where_it_would_have_ended(tmp
     result = load_result(resumed)
     assert (result["strategy"], result["metrics"]["resumed_from_step"]) == (strategy, 6)
     assert result["metrics"]["final_loss"] == load_result(whole)["metrics"]["final_loss"]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 120 KB file system (tmpfs, as root), removed after the test."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=120k", "tmpfs", str(disk)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_full_disk_ends_the_job_in_one_sentence_and_keeps_what_fits(small_disk):
+    """A checkpoint that does not fit (resnet18's 45 MB in 120 KB): one line from the rank,
+    one sentence naming the directory and the bytes free, exit 1, result.json kept, no
+    temporary file left (before: OSError tracebacks, no result.json, three .tmp files)."""
+    job = small_disk / "job"
+    args = ["steps=6", "untimed_steps=2", "log_every=2", "checkpoint.every_steps=2"]
+    done = run_cli([*args, "model=resnet18", f"hydra.run.dir={job}"], timeout=240)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"{job} filled up (") and "bytes free); result.json was kept" in last
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert load_result(job)["status"] == "failed"
+    assert not [p.name for p in job.rglob(".*.tmp")]

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import importlib
+import json
 import logging
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -38,6 +41,7 @@ from linkbench.files import (
     RESULT_FILE,
     rank_log,
     read_json,
+    write_json,
 )
 from linkbench.launcher import stopping
 from linkbench.launcher.conditions import snapshot
@@ -350,6 +354,7 @@ def run_job(cfg: DictConfig) -> float:
         return value
     record = JobRecord(job_dir, overrides)
     job_started_at = time.time()
+    full = False  # the job's directory filled up
     try:
         plan = checked(_plan_job(cfg, job_dir, overrides, machine))
         fetch(plan.config.data)  # data.download=true: once, before any worker
@@ -388,6 +393,12 @@ def run_job(cfg: DictConfig) -> float:
                 end(stopped, 128 + signal.Signals[name].value)
             raise stopped from None
         raise
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            record.fail(f"{type(error).__name__}: {error}")
+            raise
+        record.fail(f"no space left in {job_dir}: {error.strerror}")
+        full = True  # said, with what was kept, once the record is written below
     except Exception as error:
         record.fail(f"{type(error).__name__}: {error}")
         if record.plan is not None and record.plan.in_place:
@@ -402,9 +413,40 @@ def run_job(cfg: DictConfig) -> float:
             raise JobFailed(f"{job_dir}: rank {rank}: {message}") from None
         raise  # the launcher itself failed (rendezvous, ...): the record keeps the error
     finally:
-        record.write()
+        try:
+            record.write()
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+            full = True
+        if full:
+            _out_of_space(job_dir, record, hydra_cfg.mode)
     assert record.plan is not None  # planned, or the ConfigError above was raised
     return report(record.fields, task_class(record.plan.config.task._target_))
+
+
+def _out_of_space(job_dir: Path, record: JobRecord, mode: RunMode | None) -> None:
+    """The job's directory filled up while its records were written: keep result.json if it
+    fits now (the failed writes left no temporary file), else print what was measured; end
+    with one sentence naming the directory and the bytes."""
+    text = json.dumps(record.fields, indent=2, default=str)
+    try:
+        write_json(job_dir / RESULT_FILE, record.fields)
+        kept = f"{RESULT_FILE} was kept"
+    except OSError:
+        print(f"what was measured (no room for {RESULT_FILE}):\n{text}", flush=True)
+        kept = (
+            f"{RESULT_FILE} ({len(text):,} bytes) did not fit either: what was measured is "
+            "printed above"
+        )
+    free = shutil.disk_usage(job_dir).free
+    full = JobFailed(
+        f"{job_dir} filled up ({free:,} bytes free); {kept}; free space there or choose "
+        "another hydra.run.dir or hydra.sweep.dir."
+    )
+    if mode == RunMode.RUN:
+        end(full, 1)
+    raise full
 
 
 def _signal_name(error: BaseException) -> str:

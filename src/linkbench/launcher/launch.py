@@ -13,6 +13,8 @@ rank of a world already started: :func:`launch` runs the worker in place instead
 
 from __future__ import annotations
 
+import errno
+import json
 import logging
 import multiprocessing
 import os
@@ -30,7 +32,7 @@ from linkbench.config.plan import JobPlan
 from linkbench.errors import ConfigError
 from linkbench.files import rank_error_file, rank_log
 from linkbench.worker.main import worker_main
-from linkbench.worker.stop import LAUNCHER_PID
+from linkbench.worker.stop import LAUNCHER_PID, disk_full
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
 # imports torch._dynamo, which takes seconds on its own.
@@ -101,7 +103,10 @@ def launch(plan: JobPlan, show_rank0: bool = True) -> dict[int, Any]:
     # linkbench reports a failed worker itself, naming its rank and log file; the launcher's
     # own traceback of that event is about its internals.
     logging.getLogger("torch.distributed.elastic").setLevel(logging.WARNING)
-    logging.getLogger("torch.distributed.elastic.multiprocessing.api").setLevel(logging.CRITICAL)
+    for name in ("api", "errors"):  # its own trace of a failed worker, or of its error file
+        logging.getLogger(f"torch.distributed.elastic.multiprocessing.{name}").setLevel(
+            logging.CRITICAL
+        )
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     config = LaunchConfig(
         min_nodes=1,
@@ -125,6 +130,11 @@ def launch(plan: JobPlan, show_rank0: bool = True) -> dict[int, Any]:
     os.environ[LAUNCHER_PID] = str(os.getpid())  # workers end themselves if it is killed
     try:
         return elastic_launch(config, worker_main)(plan)
+    except json.JSONDecodeError as error:
+        # The elastic agent reads each failed rank's error file; a full disk leaves it empty.
+        if disk_full(plan.log_dir):
+            raise OSError(errno.ENOSPC, f"no space left in {plan.log_dir}") from error
+        raise
     finally:
         # The launcher writes TORCHELASTIC_* variables into this process; the next job of a
         # sweep must start from the environment this one started from.

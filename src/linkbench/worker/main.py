@@ -32,9 +32,11 @@ from linkbench.worker.board import Board
 from linkbench.worker.emulated import check_sockets, measure, store
 from linkbench.worker.stop import (
     STOP_SIGNALS,
+    disk_full,
     peer_left,
     record_failure,
     stop_on_sigterm,
+    stops_held,
     watch_launcher,
 )
 from linkbench.worker.task import task_class
@@ -156,14 +158,19 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         return out
     except BaseException as error:
         # The launcher keeps the traceback in an error file; the rank's log should show it too.
-        record_failure(plan.log_dir, rank, error)
+        # A stop signal arriving now (the launcher stops the other ranks when one fails) must
+        # not cut the record short.
+        with stops_held():
+            record_failure(plan.log_dir, rank, error)
         if isinstance(error, tuple(STOP_SIGNALS)):
             log.warning("rank %d stopped: %s", rank, error or "interrupted")
             if not plan.in_place:  # a stop is no error of this rank's: exit without traceback
                 raise SystemExit(128 + STOP_SIGNALS[type(error)]) from None
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
         if peer_left(error):  # one line: the rank that left says why (its traceback is kept)
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
             log.error("rank %d stopped: another rank left the job (%s)", rank, first)
+        elif disk_full(plan.job_dir):  # torch.save says "iostream error", not ENOSPC
+            log.error("rank %d stopped: no space left in %s (%s)", rank, plan.job_dir, first)
         else:
             log.exception("rank %d failed", rank)
         raise

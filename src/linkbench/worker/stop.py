@@ -12,12 +12,15 @@ tells which rank failed first (:mod:`linkbench.launcher.failures`).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +79,13 @@ def watch_launcher() -> None:
 
 
 def record_failure(log_dir: Path, rank: int, error: BaseException) -> None:
-    """Leave this rank's failure, with its time, for the launching process."""
+    """Leave this rank's failure, with its time, for the launching process (where it fits:
+    on a full disk the error itself is what the launcher must hear)."""
+    with contextlib.suppress(OSError):
+        _write_failure(log_dir, rank, error)
+
+
+def _write_failure(log_dir: Path, rank: int, error: BaseException) -> None:
     write_json(
         failure_file(log_dir, rank),
         {
@@ -102,3 +111,25 @@ def peer_left(error: BaseException) -> bool:
     """Whether ``error`` is this rank's collective failing because another rank left: the
     other rank's own failure is the one that matters."""
     return any(words in str(error) for words in PEER_LEFT)
+
+
+FULL_BELOW_BYTES = 1 << 20  # a disk with less free space is taken as full
+
+
+def disk_full(directory: str | Path) -> bool:
+    """Whether the disk holding ``directory`` is (all but) full."""
+    try:
+        return shutil.disk_usage(directory).free < FULL_BELOW_BYTES
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """SIGTERM and SIGINT ignored for the block (a failing rank recording its failure)."""
+    held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
