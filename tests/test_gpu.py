@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from linkbench.link.netns import emulation_problem
+
 from .conftest import QUICK, load_result
 from .conftest import run_cli as run_on_cpu
 
@@ -99,8 +101,14 @@ def test_allreduce_task_on_gpu_reaches_a_gibibyte(tmp_path):
     assert sizes[0] == 1024 and sizes[-1] == 1 << 30
 
 
+# What an emulated link needs of the host (root, iproute2): the GPU machine may lack it.
+EMULATION = emulation_problem(delay=False)
+needs_namespaces = pytest.mark.skipif(EMULATION is not None, reason=str(EMULATION))
+
+
 @pytest.mark.gpu
 @needs_gpu
+@needs_namespaces
 def test_one_nccl_rank_runs_in_its_namespace_on_an_emulated_link(tmp_path):
     """NCCL with one rank inside its namespace: the rendezvous on its emulated address, NCCL's
     sockets named to the link (no data moves between GPUs with one rank)."""
@@ -115,6 +123,7 @@ def test_one_nccl_rank_runs_in_its_namespace_on_an_emulated_link(tmp_path):
 
 @pytest.mark.multi_gpu
 @needs_two
+@needs_namespaces
 def test_nccl_crosses_the_emulated_link_at_its_rate(tmp_path):
     """Two GPUs, each rank in its namespace: NCCL's log shows only NET/Socket channels, the
     sockets run between emulated addresses, and the bus bandwidth is the link's."""

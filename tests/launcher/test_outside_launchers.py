@@ -6,6 +6,8 @@ import socket
 import sys
 from subprocess import PIPE, Popen, TimeoutExpired
 
+import pytest
+
 from ..conftest import QUICK, REPO, clean_env, load_result, run_cli
 
 
@@ -75,6 +77,7 @@ def test_submitit_local_multirun_with_a_task_per_rank(tmp_path):
     assert "2 jobs, 2 completed" in (tmp_path / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_joblib_runs_a_rounds_jobs_together_when_asked_to(tmp_path):
     """hydra/launcher=joblib with hydra.sweeper.concurrent_jobs=true, the path the refusal
     names: each job starts its own world from a joblib (loky) worker process (before, every

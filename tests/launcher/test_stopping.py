@@ -112,7 +112,11 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    "signum",
+    [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_a_submitit_local_sweep_stops_with_its_jobs_and_says_what_it_kept(tmp_path, signum):
     """hydra/launcher=submitit_local runs a batch of jobs at once, each in processes of
     submitit's: one Ctrl-C (or SIGTERM to the sweep's process) stops every job, the sweep
