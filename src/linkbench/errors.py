@@ -1,8 +1,10 @@
 """The errors a user meets: bad input (before any worker starts), a failed job, a stopped one.
 
 All subclass Hydra's ``CompactHydraException``, which Hydra reports as the message alone
-(no traceback) with exit status 1. Bad input is shown as its sentence alone, without Hydra's
-lines around it, by :func:`refuse` (``HYDRA_FULL_ERROR=1`` keeps the traceback).
+(no traceback) with exit status 1, as it does for the jobs of a sweep. Where the error ends
+the process (bad input: :func:`refuse`, status 2; a single job that failed or was stopped:
+:func:`end`), it is its sentence alone, without Hydra's lines around it; ``HYDRA_FULL_ERROR=1``
+keeps the traceback.
 """
 
 import os

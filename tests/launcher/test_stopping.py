@@ -32,6 +32,15 @@ def _start(args: list[str]) -> subprocess.Popen:
     )
 
 
+def _stop(process: subprocess.Popen, signum: int) -> None:
+    """Ctrl-C as a terminal sends it (to the whole process group), or SIGTERM to the sweep's
+    own process (as a scheduler or ``kill`` does)."""
+    if signum == signal.SIGINT:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+
+
 def _wait_for_a_running_job(process: subprocess.Popen, sweep: Path) -> Path:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -55,10 +64,7 @@ def test_one_ctrl_c_stops_the_whole_sweep_and_says_what_it_kept(tmp_path, rounds
     try:
         running = _wait_for_a_running_job(process, sweep)
         stopped_at = time.monotonic()
-        if signum == signal.SIGINT:
-            os.killpg(process.pid, signum)  # what a terminal's Ctrl-C does
-        else:
-            process.send_signal(signum)
+        _stop(process, signum)
         stdout, stderr = process.communicate(timeout=90)
     finally:
         if process.poll() is None:
@@ -127,10 +133,7 @@ def test_a_submitit_local_sweep_stops_with_its_jobs_and_says_what_it_kept(tmp_pa
     try:
         _wait_for_a_running_job(process, sweep)
         below = _descendants(process.pid)
-        if signum == signal.SIGINT:
-            os.killpg(process.pid, signum)
-        else:
-            process.send_signal(signum)
+        _stop(process, signum)
         stdout, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:

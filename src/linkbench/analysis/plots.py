@@ -13,21 +13,23 @@ import time
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
 from linkbench.analysis.compare import Comparison
 from linkbench.analysis.emulated import LinkRow, link_rows, predicted_at_rate
 from linkbench.analysis.stats import Mean
 from linkbench.analysis.sweep import Configuration
-from linkbench.metrics import Metric, metric, table
+from linkbench.metrics import Metric, is_geometric, metric, table
 
 SUMMARY_RUN = "_summary"  # the sweep's own TensorBoard run, beside one run per job
 LINK_RATE_PLOT = "link_rate.png"
+DODGE = 0.04  # of a factor of 2 on the batch axis, between the series of one plot
 
 
 def plotted() -> list[Metric]:
@@ -59,9 +61,11 @@ def _plot_metric(sweep_dir: Path, configs: list[Configuration], key: str) -> Pat
         for config, mean in points:
             label = config.label(skip="batch")
             lines.setdefault(label, []).append((config.values_by_key["batch"], mean))
-        for label, line in sorted(lines.items()):
+        for index, (label, line) in enumerate(sorted(lines.items())):
             line.sort(key=lambda point: point[0])
-            x, means = [b for b, _ in line], [m for _, m in line]
+            # each series a little to the side (log2 axis), so that no error bar hides another
+            shift = 2 ** (DODGE * (index - (len(lines) - 1) / 2))
+            x, means = [b * shift for b, _ in line], [m for _, m in line]
             axes.errorbar(x, [m.mean for m in means], yerr=_errors(means), marker="o",
                           capsize=4, label=label)  # fmt: skip
         axes.set_xscale("log", base=2)
@@ -75,7 +79,8 @@ def _plot_metric(sweep_dir: Path, configs: list[Configuration], key: str) -> Pat
         labels = [c.label() for c, _ in points]
         axes.set_xticks(range(len(means)), labels, rotation=20, ha="right", fontsize=8)
     axes.set_ylabel(ylabel)
-    axes.set_title(f"{ylabel}: geometric mean, bars 95% interval over runs", fontsize=10)
+    kind = "geometric mean" if is_geometric(key) else "mean"
+    axes.set_title(f"{ylabel}: {kind}, bars 95% interval over runs", fontsize=10)
     axes.grid(alpha=0.3)
     return _save(figure, sweep_dir / name)
 
@@ -86,16 +91,28 @@ def _plot_ratios(sweep_dir: Path, comparisons: list[Comparison]) -> Path | None:
         return None
     figure, axes = plt.subplots(figsize=(7, 0.6 * len(comparisons) + 1.6))
     margin = comparisons[0].margin
-    axes.axvspan(1 - margin, 1 + margin, color="tab:green", alpha=0.15, label=f"±{margin:.0%}")
+    axes.axvspan(1 - margin, 1 + margin, color="tab:green", alpha=0.15)
     axes.axvline(1.0, color="grey", lw=1)
     axes.set_xscale("log")  # a speed-up and the slow-down it undoes lie equally far from 1
+    ends = [1 - margin, 1 + margin]
     for row, c in enumerate(comparisons):
         r = c.ratio
         color = {"faster": "tab:blue", "slower": "tab:red"}.get(c.verdict, "black")
         axes.errorbar([r.estimate], [row], xerr=[[r.estimate - r.low], [r.high - r.estimate]],
                       fmt="o", color=color, capsize=4)  # fmt: skip
+        ends += [v for v in (r.low, r.high) if 0 < v < float("inf")]
+    axes.xaxis.set_major_locator(FixedLocator(ratio_ticks(min(ends), max(ends))))
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.xaxis.set_minor_formatter(NullFormatter())
     _ratio_axis_labels(axes, comparisons)
     return _save(figure, sweep_dir / "ratios.png")
+
+
+def ratio_ticks(low: float, high: float) -> list[float]:
+    """A few plain ticks (0.42, 0.65, 1) for a log axis of ratios from ``low`` to ``high``,
+    instead of matplotlib's own, which print as colliding powers of ten (3x10^-1 4x10^-1)
+    when the ratios span less than a decade."""
+    return sorted({1.0, *(float(f"{t:.2g}") for t in np.geomspace(low, high, 5))})
 
 
 def _ratio_axis_labels(axes: Axes, comparisons: list[Comparison]) -> None:
@@ -107,8 +124,9 @@ def _ratio_axis_labels(axes: Axes, comparisons: list[Comparison]) -> None:
     axes.invert_yaxis()
     first = comparisons[0]
     axes.set_xlabel(f"{first.metric} ratio against {first.axis}={first.baseline}")
-    axes.set_title("ratio with 95% interval over runs", fontsize=10)
-    axes.legend(fontsize=8, loc="lower right")
+    axes.set_title(
+        f"ratio, 95% interval over runs; green band: ±{first.margin:.0%} (equal)", fontsize=10
+    )
     axes.grid(alpha=0.3, axis="x")
 
 

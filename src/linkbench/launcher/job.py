@@ -393,13 +393,11 @@ def run_job(cfg: DictConfig) -> float:
                 end(stopped, 128 + signal.Signals[name].value)
             raise stopped from None
         raise
-    except OSError as error:
-        if error.errno != errno.ENOSPC:
-            record.fail(f"{type(error).__name__}: {error}")
-            raise
-        record.fail(f"no space left in {job_dir}: {error.strerror}")
-        full = True  # said, with what was kept, once the record is written below
     except Exception as error:
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            record.fail(f"no space left in {job_dir}: {error.strerror}")
+            full = True  # said, with what was kept, once the record is written below
+            return 0.0  # not reached: _out_of_space ends the job
         record.fail(f"{type(error).__name__}: {error}")
         if record.plan is not None and record.plan.in_place:
             # This rank's task failed, perhaps after another rank's.

@@ -7,7 +7,9 @@ their default action, so a second one ends the process at once, losing nothing a
 disk. The sweeper (:class:`OneJobAtATime`) starts no further job; it prints the summary of
 what completed, which jobs were kept, which was interrupted and how many never ran, how
 to finish the sweep (``resume=true`` into the same directory), and exits with 128 + the
-signal's number.
+signal's number. A launcher that runs a batch of jobs at once in processes of its own
+(submitit's) is wrapped by :class:`BatchAtOnce` instead: the stop is passed on to every job
+of the batch, and the sweep waits for them before it says the same.
 """
 
 from __future__ import annotations
