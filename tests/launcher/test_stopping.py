@@ -20,7 +20,9 @@ LONG = ["steps=100000", "untimed_steps=1", "log_every=1", "eval.enabled=false"]
 
 
 def _start(args: list[str]) -> subprocess.Popen:
-    """A sweep in a process group of its own, as a terminal runs a command."""
+    """A sweep in a process group of its own with Ctrl-C's default action, as a terminal
+    runs a command (a shell without job control starts background commands with SIGINT
+    ignored, and a test suite may run under one)."""
     return subprocess.Popen(
         [sys.executable, "run.py", "-m", *args],
         cwd=REPO,
@@ -29,6 +31,7 @@ def _start(args: list[str]) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
