@@ -41,8 +41,8 @@ from linkbench.analysis.sweep import (
     group,
     job_settings,
     load_sweep,
+    read_sweep,
     swept_keys,
-    unreadable_records,
 )
 from linkbench.analysis.trace import STRETCH_WARNING
 from linkbench.files import RESULT_FILE, ROUNDS_FILE, SUMMARY_CSV, SUMMARY_MD, read_json
@@ -459,7 +459,7 @@ def write_summary(
     ``axis`` defaults to ``interconnect`` when it is swept; ``baseline`` to ``pcie`` for
     interconnect, else the axis's first value; ``family``: holm, bonferroni or none
     (:func:`linkbench.analysis.compare.sweep_comparisons`)."""
-    results = load_sweep(sweep_dir)
+    results, unreadable = read_sweep(sweep_dir)
     if not results:
         return None
     out_dir = out_dir or sweep_dir
@@ -476,7 +476,6 @@ def write_summary(
         writer.writeheader()
         writer.writerows(rows)
     rounds = (read_json(sweep_dir / ROUNDS_FILE) or {}) if own else None
-    unreadable = unreadable_records(sweep_dir)
     text = markdown(sweep_dir, found, scaling, margin, tolerance, design, rounds, unreadable)
     (out_dir / SUMMARY_MD).write_text(text)
     from linkbench.analysis.plots import plot_sweep

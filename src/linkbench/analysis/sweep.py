@@ -104,27 +104,26 @@ class Configuration:
         return done[0].get(key)
 
 
-def load_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
-    """Every job's result.json under the sweep directory, in path order; a task's own
-    metrics (``metric_table``) join this process's table before anything is averaged."""
-    results = []
+def read_sweep(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every readable job's result.json under the sweep directory, in path order, and the
+    names of the jobs whose result.json cannot be read (cut short, or not a JSON object),
+    which the summary names; a task's own metrics (``metric_table``) join this process's
+    table before anything is averaged."""
+    results, unreadable = [], []
     for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}")):
         result = read_json(path)
         if isinstance(result, dict):
             register(result.get("metric_table", ()))
             result["job"] = path.parent.name
             results.append(result)
-    return results
+        else:
+            unreadable.append(path.parent.name)
+    return results, unreadable
 
 
-def unreadable_records(sweep_dir: Path) -> list[str]:
-    """The jobs whose result.json exists but cannot be read (cut short, or not a JSON
-    object): load_sweep leaves them out, and the summary names them."""
-    return [
-        path.parent.name
-        for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}"))
-        if not isinstance(read_json(path), dict)
-    ]
+def load_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
+    """Every readable job's result.json under the sweep directory (:func:`read_sweep`)."""
+    return read_sweep(sweep_dir)[0]
 
 
 def timed_training_s(results: list[dict[str, Any]]) -> float:

@@ -27,6 +27,7 @@ from typing import Any
 from linkbench.analysis.report import own_summary_settings, write_summary
 from linkbench.analysis.sweep import load_sweep
 from linkbench.files import SUMMARY_MD
+from linkbench.worker.stop import alive
 
 # How long a stopped sweep waits for the jobs it started to end (each job's own launcher
 # waits for its ranks, within the elastic agent's 30 s, before it exits).
@@ -137,19 +138,10 @@ def _stop_children(within_s: float = JOBS_END_WITHIN_S) -> None:
         except ProcessLookupError:
             continue
     deadline = time.monotonic() + within_s
-    while (left := [pid for pid in children if _running(pid)]) and time.monotonic() < deadline:
+    while (left := [pid for pid in children if alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.2)
     if left:
         log.warning("jobs still running %.0f s after the stop: %s", within_s, left)
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` runs (a child that ended is reaped here, so it is gone)."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return False
-    return done == 0
 
 
 def stop_sweep(config: Any, never_ran: int, adaptive: bool) -> None:

@@ -81,20 +81,14 @@ def watch_launcher() -> None:
 def record_failure(log_dir: Path, rank: int, error: BaseException) -> None:
     """Leave this rank's failure, with its time, for the launching process (where it fits:
     on a full disk the error itself is what the launcher must hear)."""
+    record = {
+        "time": time.time(),
+        "error": f"{type(error).__name__}: {error}".strip(),
+        "stopped": isinstance(error, tuple(STOP_SIGNALS)),
+        "traceback": "".join(traceback.format_exception(error)),
+    }
     with contextlib.suppress(OSError):
-        _write_failure(log_dir, rank, error)
-
-
-def _write_failure(log_dir: Path, rank: int, error: BaseException) -> None:
-    write_json(
-        failure_file(log_dir, rank),
-        {
-            "time": time.time(),
-            "error": f"{type(error).__name__}: {error}".strip(),
-            "stopped": isinstance(error, tuple(STOP_SIGNALS)),
-            "traceback": "".join(traceback.format_exception(error)),
-        },
-    )
+        write_json(failure_file(log_dir, rank), record)
 
 
 # What a collective says when another rank's process is gone (gloo's TCP pairs; NCCL's
