@@ -16,6 +16,7 @@ from typing import Any
 
 from linkbench.analysis.compare import (
     ACCURACY_MARGIN,
+    DEFAULT_AXIS,
     FAMILIES,
     Comparison,
     ScalingRow,
@@ -541,9 +542,17 @@ def same_value(value: Any, text: str) -> bool:
 
 def axis_problem(results: list[dict[str, Any]], axis: str | None, baseline: Any) -> str | None:
     """Why ``--axis``/``--baseline`` name nothing this sweep varied (None: they do)."""
-    if axis is None:
-        return None
     keys = [k for k in swept_keys(results) if k != "round"]
+    if axis is None:
+        if baseline is None:
+            return None
+        if DEFAULT_AXIS not in keys:
+            return (
+                f"--baseline {baseline} needs an axis: this sweep does not vary {DEFAULT_AXIS} "
+                f"(the default axis); add --axis {(keys or ['<a key>'])[0]} (or another it "
+                "varies)."
+            )
+        axis = DEFAULT_AXIS
     if axis not in keys:
         return f"--axis {axis} is not a key this sweep varies; choose one of {', '.join(keys)}."
     values = sorted({str(job_settings(r).get(axis)) for r in results})

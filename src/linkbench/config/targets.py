@@ -3,6 +3,9 @@ imported as Hydra's ``instantiate`` would, with one sentence naming the key when
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import hydra.utils
@@ -11,11 +14,25 @@ from linkbench.config.schema import require
 from linkbench.errors import ConfigError
 
 
+@contextmanager
+def hydra_lookups_quiet() -> Iterator[None]:
+    """Hydra's ``get_class``/``get_method`` log an ERROR line of their own before they
+    raise; where linkbench turns the failure into one sentence, that line is noise."""
+    hydra_log = logging.getLogger("hydra.utils")
+    level = hydra_log.level
+    hydra_log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        hydra_log.setLevel(level)
+
+
 def import_class(key: str, target: str, base: str, has: str = "check") -> Any:
     """The class ``key`` names, which must be a subclass of ``base`` (a dotted name: the
     importing layer may not import it): one with the attribute ``has``."""
     try:
-        cls = hydra.utils.get_class(target)
+        with hydra_lookups_quiet():
+            cls = hydra.utils.get_class(target)
     except Exception as error:  # Hydra wraps the import's own error
         cause = error.__cause__ or error
         raise ConfigError(

@@ -32,6 +32,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from linkbench.config.overrides import key, parse
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import InterconnectName
+from linkbench.config.targets import hydra_lookups_quiet
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted, end, refuse
 from linkbench.files import (
     METRICS_FILE,
@@ -143,7 +144,8 @@ def check_parts(plan: JobPlan) -> None:
     if not task_class(c.task._target_).trains:
         return
     try:
-        loss_function(c.model)
+        with hydra_lookups_quiet():
+            loss_function(c.model)
     except Exception as error:
         raise ConfigError(
             f"model.loss={c.model.loss} cannot be imported ({_cause(error)}); name a function "
@@ -163,9 +165,10 @@ def check_parts(plan: JobPlan) -> None:
                 "those of conf/comm_hook/powersgd.yaml."
             ) from None
     try:
-        cls, kwargs = optimizer_class(
-            c.optimizer, plan.lr, c.model.weight_decay, torch.device("cpu"), grad_scaler=False
-        )
+        with hydra_lookups_quiet():
+            cls, kwargs = optimizer_class(
+                c.optimizer, plan.lr, c.model.weight_decay, torch.device("cpu"), grad_scaler=False
+            )
         cls([torch.nn.Parameter(torch.zeros(1))], **kwargs)
     except Exception as error:
         raise ConfigError(

@@ -144,12 +144,18 @@ def check_values(swept: dict[str, list[str]]) -> None:
 
 def check_axis(swept: dict[str, list[str]], axis: Any, baseline: Any) -> None:
     """Refuse a summary axis that is not swept, or a baseline that is not one of its values."""
-    if axis is None:
-        if baseline is not None and "interconnect" in swept:
-            axis = "interconnect"
-        else:
-            return
     varied = sorted(k for k, v in swept.items() if len(v) > 1)
+    if axis is None:
+        if baseline is None:
+            return
+        if "interconnect" not in varied:
+            raise ConfigError(
+                f"hydra.callbacks.sweep_summary.baseline={baseline} needs an axis: this sweep "
+                "does not sweep interconnect (the default axis); add "
+                f"hydra.callbacks.sweep_summary.axis={(varied or ['<a swept key>'])[0]} "
+                "(or another swept key)."
+            )
+        axis = "interconnect"
     if axis not in varied:
         raise ConfigError(
             f"hydra.callbacks.sweep_summary.axis={axis} is not a key this sweep sweeps; "
