@@ -45,7 +45,7 @@ def sweep(
     family: str, effects: tuple[float, ...], seed: int, max_rounds: int
 ) -> tuple[bool, int, int]:
     """(a false winner named, real differences decided faster, rounds run) of one sweep."""
-    rng, design = random.Random(seed), Design(max_rounds)
+    rng, design = random.Random(seed), Design(max_rounds, min_rounds=DEFAULT_MIN_ROUNDS)
     arms = {0: 1.0, **{i + 1: e for i, e in enumerate(effects)}}  # arm0 is the baseline
     results: list[dict] = []
     needed = set(arms)
@@ -54,7 +54,7 @@ def sweep(
         results += [_run(a, r, arms[a], rng) for a in sorted(needed)]
         r += 1
         found = sweep_comparisons(results, baseline="arm0", design=design, family=family)
-        stop, undecided, _ = after_round(found.comparisons, r, design, DEFAULT_MIN_ROUNDS)
+        stop, undecided, _ = after_round(found.comparisons, r, design)
         if stop is not None:
             break
         needed = {0, *(int(str(c.arm_value)[3:]) for c in undecided)}

@@ -6,8 +6,8 @@ a drifting machine).
 A simulated sweep is the rule the sweeper applies: after every round, the paired repeated
 interval of :mod:`linkbench.analysis.sequential` and the verdict of
 :func:`linkbench.analysis.stats.verdict`; it stops at the first decided verdict. The sweeps
-are vectorised here (20,000 per regime), and one test checks that the vectorised interval
-is the library's own."""
+are vectorised (:mod:`linkbench.analysis.simulate`, 20,000 per regime), and one test checks
+that the vectorised interval is the library's own."""
 
 from __future__ import annotations
 
@@ -16,91 +16,26 @@ import random
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from linkbench.analysis.sequential import (
-    FIRST_FUTILITY_LOOK,
     FIRST_LOOK,
     FUTILE_BELOW,
-    SPENDING,
     Design,
     chance_to_decide,
     spent,
     t_boundaries,
 )
+from linkbench.analysis.simulate import simulate
 from linkbench.analysis.stats import DEFAULT_MARGIN, ratio_interval, verdict
-from linkbench.launcher.sweeper import DEFAULT_MIN_ROUNDS
 
 SWEEPS = 20_000
 MAX_ROUNDS = 8
+MIN_ROUNDS = 3  # the sweeper's default: its first look
+SPENDINGS = ("obrien_fleming", "pocock", "hwang_shih_decani(-4)")
+SWEEPER = Design(MAX_ROUNDS, min_rounds=MIN_ROUNDS)  # the default design a sweep runs
 # A rate of exactly 5 % measured over SWEEPS simulated sweeps reads up to three binomial
 # standard errors above it by chance.
 AT_MOST_5 = 0.05 + 3 * math.sqrt(0.05 * 0.95 / SWEEPS)
-
-
-def _noise(rng: np.random.Generator, cv: float, kind: str, shape: tuple[int, int]) -> np.ndarray:
-    if kind == "normal":
-        return np.maximum(1 + cv * rng.standard_normal(shape), 1e-3)
-    sigma = math.sqrt(math.log(1 + cv * cv))
-    return np.exp(sigma * rng.standard_normal(shape) - sigma**2 / 2)
-
-
-def simulate(
-    true_ratio: float,
-    cv: float,
-    design: Design,
-    kind: str = "normal",
-    tail: float = 0.0,
-    drift: float = 0.0,
-    seed: int = 0,
-    plain: bool = False,
-    futility_from: int | None = DEFAULT_MIN_ROUNDS,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(verdicts, rounds run, low, high) of SWEEPS simulated sweeps of one comparison.
-
-    Round r runs the arm and the baseline one after the other (the order reversed in odd
-    rounds, as the sweeper runs them); ``tail``: that share of runs takes 1.5x as long;
-    ``drift``: the machine slows linearly by that fraction from the first job to the last;
-    ``plain``: each look's plain 95 % t-interval instead of the repeated one;
-    ``futility_from``: from that look on (and FIRST_FUTILITY_LOOK), a comparison whose
-    chance to be decided is below FUTILE_BELOW stops undecided, as the sweeper's does after
-    its min_rounds (None: never)."""
-    rng = np.random.default_rng(seed)
-    k = design.max_rounds
-    order = np.arange(2 * k).reshape(k, 2)
-    arm_slot = np.where(np.arange(k) % 2 == 0, order[:, 0], order[:, 1])
-    base_slot = np.where(np.arange(k) % 2 == 0, order[:, 1], order[:, 0])
-
-    def runs(slot: np.ndarray) -> np.ndarray:
-        x = _noise(rng, cv, kind, (SWEEPS, k))
-        x = np.where(rng.random((SWEEPS, k)) < tail, x / 1.5, x)
-        return x * (1 - drift * slot / (2 * k - 1))
-
-    log_ratios = np.log(true_ratio * runs(arm_slot)) - np.log(runs(base_slot))
-    verdicts = np.full(SWEEPS, "inconclusive", dtype=object)
-    stopped = np.full(SWEEPS, k)
-    low, high = np.full(SWEEPS, np.nan), np.full(SWEEPS, np.nan)
-    running = np.ones(SWEEPS, dtype=bool)
-    for n in range(FIRST_LOOK, k + 1):
-        seen = log_ratios[:, :n]
-        mean, sd = seen.mean(axis=1), seen.std(axis=1, ddof=1)
-        bound = float(stats.t.ppf(0.975, n - 1)) if plain else design.t_bound(n)
-        half = np.minimum(bound * sd / math.sqrt(n), 50.0)  # exp() of no overflow
-        lo, hi, est = np.exp(mean - half), np.exp(mean + half), np.exp(mean)
-        equal = (lo >= 1 - DEFAULT_MARGIN) & (hi <= 1 + DEFAULT_MARGIN)
-        outside = (est > 1 + DEFAULT_MARGIN) | (est < 1 - DEFAULT_MARGIN)
-        decided = outside & ((lo > 1) | (hi < 1))
-        now = np.where(equal, "equal", np.where(decided, np.where(est > 1, "faster", "slower"), ""))
-        low[running], high[running] = lo[running], hi[running]
-        newly = running & (now != "")
-        verdicts[newly], stopped[newly] = now[newly], n
-        running &= ~newly
-        if futility_from is not None and n >= max(futility_from, FIRST_FUTILITY_LOOK) and n < k:
-            chance = chance_to_decide(mean, sd, n, design, DEFAULT_MARGIN)
-            futile = running & (chance < FUTILE_BELOW)
-            stopped[futile] = n
-            running &= ~futile
-    return verdicts, stopped, low, high
 
 
 def test_the_vectorised_sweep_is_the_librarys_rule():
@@ -119,11 +54,15 @@ def test_the_vectorised_sweep_is_the_librarys_rule():
         assert verdict(ratio) in ("faster", "inconclusive")
 
 
-@pytest.mark.parametrize("spending", SPENDING)
-def test_the_boundaries_spend_the_error_as_designed(spending):
+@pytest.mark.parametrize("spending", SPENDINGS)
+@pytest.mark.parametrize("min_rounds", [2, MIN_ROUNDS])
+def test_the_boundaries_spend_the_error_as_designed(spending, min_rounds):
     """Independent A/A sweeps (another seed than the boundaries') cross first at each look in
-    the share the spending function gives it, and at any look in 5 %."""
-    bounds = np.array(t_boundaries(MAX_ROUNDS, spending))
+    the share the spending function gives it, and at any look in 5 %; a look before
+    min_rounds, where the sweeper cannot stop, spends nothing (before, look 2 of 8 spent
+    0.14 % under O'Brien-Fleming that the sweeper never acted on)."""
+    bounds = np.array(t_boundaries(MAX_ROUNDS, spending, first_look=min_rounds))
+    assert Design(MAX_ROUNDS, spending, min_rounds).t_bound(min_rounds - 1) == math.inf
     rng = np.random.default_rng(11)
     diffs = rng.standard_normal((200_000, MAX_ROUNDS))
     first = np.full(len(diffs), -1)
@@ -133,9 +72,19 @@ def test_the_boundaries_spend_the_error_as_designed(spending):
         first[(first < 0) & (t >= bounds[i])] = i
     assert (first >= 0).mean() == pytest.approx(0.05, abs=0.002)
     for i, n in enumerate(range(FIRST_LOOK, MAX_ROUNDS + 1)):
-        share = spent(n / MAX_ROUNDS, 0.05, spending)
-        share -= spent((n - 1) / MAX_ROUNDS, 0.05, spending) if n > FIRST_LOOK else 0
+        share = spent(n / MAX_ROUNDS, 0.05, spending) if n >= min_rounds else 0.0
+        share -= spent((n - 1) / MAX_ROUNDS, 0.05, spending) if n > min_rounds else 0
         assert (first == i).mean() == pytest.approx(share, abs=0.0015), n
+
+
+def test_hwang_shih_decanis_family_spans_the_other_two():
+    """gamma -4 spends late, as O'Brien-Fleming does, 1 about as Pocock does; 0 evenly."""
+    for t in (0.25, 0.5, 0.75):
+        assert spent(t, 0.05, "hwang_shih_decani(0)") == pytest.approx(0.05 * t)
+        late, even = spent(t, 0.05, "hwang_shih_decani(-4)"), spent(t, 0.05, "pocock")
+        assert max(late, spent(t, 0.05, "obrien_fleming")) < 0.05 * t < even
+        assert spent(t, 0.05, "hwang_shih_decani(1)") == pytest.approx(even, rel=0.1)
+    assert spent(1.0, 0.05, "hwang_shih_decani(-4)") == pytest.approx(0.05)
 
 
 A_A_REGIMES = [
@@ -145,12 +94,13 @@ A_A_REGIMES = [
 ]
 
 
-@pytest.mark.parametrize("spending", SPENDING)
+@pytest.mark.parametrize("spending", SPENDINGS)
 @pytest.mark.parametrize(("kind", "cv", "tail", "drift"), A_A_REGIMES)
 def test_an_a_a_sweep_that_stops_when_decided_rarely_picks_a_winner(
     spending, kind, cv, tail, drift
 ):
-    verdicts, _, _, _ = simulate(1.0, cv, Design(MAX_ROUNDS, spending), kind, tail, drift)
+    design = Design(MAX_ROUNDS, spending, MIN_ROUNDS)
+    verdicts, _, _, _ = simulate(1.0, cv, design, kind, tail, drift)
     assert np.isin(verdicts, ["faster", "slower"]).mean() <= AT_MOST_5
 
 
@@ -163,18 +113,18 @@ def test_optional_stopping_with_plain_intervals_would_pick_winners():
 
 @pytest.mark.parametrize("cv", [0.01, 0.05, 0.15])
 def test_the_interval_where_a_sweep_stopped_covers_the_true_ratio(cv):
-    _, _, low, high = simulate(1.05, cv, Design(MAX_ROUNDS), seed=5)
+    _, _, low, high = simulate(1.05, cv, SWEEPER, seed=5)
     assert ((low <= 1.05) & (high >= 1.05)).mean() >= 0.93
 
 
 def test_a_real_ten_percent_difference_is_decided_within_eight_rounds():
-    verdicts, stopped, _, _ = simulate(1.10, 0.05, Design(MAX_ROUNDS), seed=9)
+    verdicts, stopped, _, _ = simulate(1.10, 0.05, SWEEPER, seed=9)
     assert ((verdicts == "faster") & (stopped <= 8)).mean() >= 0.80
     assert stopped.mean() < MAX_ROUNDS  # and, on average, before the last round
 
 
 def test_an_equal_pair_on_a_quiet_machine_is_called_equal_before_the_last_round():
-    verdicts, stopped, _, _ = simulate(1.0, 0.01, Design(MAX_ROUNDS), seed=13)
+    verdicts, stopped, _, _ = simulate(1.0, 0.01, SWEEPER, seed=13)
     assert (verdicts == "equal").mean() >= 0.7
     assert np.median(stopped[verdicts == "equal"]) < MAX_ROUNDS
 
@@ -194,7 +144,7 @@ def test_an_a_a_pair_on_a_noisy_machine_stops_for_futility_long_before_the_last_
     sweep runs to the end; with it, it stops about half way, and no more often wrongly."""
     design = Design(MAX_ROUNDS)
     verdicts, stopped, _, _ = simulate(1.0, 0.10, design, seed=21)
-    _, always, _, _ = simulate(1.0, 0.10, design, seed=21, futility_from=None)
+    _, always, _, _ = simulate(1.0, 0.10, design, seed=21, futility=False)
     assert always.mean() > 7.5 and stopped.mean() < 5.5
     assert np.isin(verdicts, ["faster", "slower"]).mean() <= 0.05
 

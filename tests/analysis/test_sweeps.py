@@ -297,7 +297,7 @@ def test_committed_cpu_experiment_sweeps_and_summarises_itself(cpu_sweep):
     verdicts = [line for line in done.stdout.splitlines() if "interconnect=nvlink vs pcie" in line]
     assert len(verdicts) == 2, done.stdout
     assert all("3 vs 3 runs, sequential" in v for v in verdicts), verdicts
-    assert "group-sequential design over at most 3 rounds" in done.stdout
+    assert "group-sequential design looking from round 3 to at most 3" in done.stdout
     for name in ("summary.csv", "summary.md", "throughput.png", "comm_fraction.png", "ratios.png"):
         assert (sweep / name).is_file(), name
     experiment, groups = read_hparams_with_tensorboard(sweep)

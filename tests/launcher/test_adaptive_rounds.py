@@ -57,7 +57,7 @@ def _sweep(rounds: AdaptiveRounds, rng: random.Random) -> list[list[list[str]]]:
 
 
 def test_decided_comparisons_stop_running_and_the_sweep_ends_when_all_are(tmp_path):
-    rounds = AdaptiveRounds(JOBS, tmp_path, Design(max_rounds=8), min_rounds=3)
+    rounds = AdaptiveRounds(JOBS, tmp_path, Design(max_rounds=8, min_rounds=3))
     ran = _sweep(rounds, random.Random(1))
     assert [len(r) for r in ran[:3]] == [4, 4, 4]  # every configuration, min_rounds times
     assert [job[0] for job in ran[1]] == ["round=1"] * 4
@@ -80,7 +80,7 @@ def test_decided_comparisons_stop_running_and_the_sweep_ends_when_all_are(tmp_pa
 
 def test_an_undecided_comparison_runs_to_max_rounds_and_says_so(tmp_path):
     jobs = [job for job in JOBS if "batch=32" in job]
-    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=4), min_rounds=2)
+    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=4, min_rounds=2))
     ran = _sweep(rounds, random.Random(2))
     assert len(ran) == 4
     assert rounds.stopped == "max_rounds=4 reached, 1 comparison(s) undecided"
@@ -92,7 +92,7 @@ def test_a_comparison_beyond_deciding_stops_early_and_the_summary_says_what_it_w
     tmp_path,
 ):
     jobs = [job for job in JOBS if "batch=32" in job]  # A/A at CV 10 %: ±2 % is out of reach
-    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8), min_rounds=3)
+    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8, min_rounds=3))
     ran = _sweep(rounds, random.Random(5))
     assert len(ran) < 8
     assert rounds.stopped == "every comparison decided or beyond deciding (1)"
@@ -105,7 +105,7 @@ def test_a_comparison_beyond_deciding_stops_early_and_the_summary_says_what_it_w
 
 def test_a_sweep_with_nothing_to_compare_runs_min_rounds(tmp_path):
     jobs = [["interconnect=pcie", f"batch={b}"] for b in (32, 256)]
-    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8), min_rounds=3)
+    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8, min_rounds=3))
     assert len(_sweep(rounds, random.Random(3))) == 3
     assert rounds.stopped == "min_rounds=3 done, nothing to compare"
 
@@ -114,7 +114,7 @@ def test_no_round_starts_that_would_overrun_the_budget(tmp_path, monkeypatch):
     clock = iter(range(0, 10_000, 10))  # every look at the clock: 10 s later
     monkeypatch.setattr("linkbench.launcher.sweeper.time.monotonic", lambda: next(clock))
     jobs = [job for job in JOBS if "batch=32" in job]
-    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8), min_rounds=2, budget_s=45)
+    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8, min_rounds=2), budget_s=45)
     ran = _sweep(rounds, random.Random(4))
     assert len(ran) < 8
     assert rounds.stopped is not None and rounds.stopped.startswith("budget_s=45 would run out")
@@ -126,7 +126,7 @@ def test_a_comparison_the_budget_stopped_says_so_not_beyond_deciding(tmp_path, m
     clock = iter(range(0, 10_000, 10))
     monkeypatch.setattr("linkbench.launcher.sweeper.time.monotonic", lambda: next(clock))
     jobs = [job for job in JOBS if "batch=32" in job]
-    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8), min_rounds=6, budget_s=110)
+    rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8, min_rounds=6), budget_s=110)
     assert len(_sweep(rounds, random.Random(0))) == 4
     summary = write_summary(tmp_path, plots=False)
     assert summary is not None and "beyond deciding" not in summary.split("Method:")[0]
@@ -138,10 +138,10 @@ def test_a_resumed_sweep_keeps_the_rounds_it_had_run(tmp_path):
     every round's results already there it decides at min_rounds, and rounds.json keeps the
     rounds the sweep had run."""
     ran = _sweep(
-        AdaptiveRounds(JOBS, tmp_path, Design(max_rounds=8), min_rounds=3), random.Random(1)
+        AdaptiveRounds(JOBS, tmp_path, Design(max_rounds=8, min_rounds=3)), random.Random(1)
     )
     assert len(ran) > 3
-    again = AdaptiveRounds(JOBS, tmp_path, Design(max_rounds=8), min_rounds=3, resume=True)
+    again = AdaptiveRounds(JOBS, tmp_path, Design(max_rounds=8, min_rounds=3), resume=True)
     while jobs := again.next_round():  # every job already completed: all skipped
         assert all((tmp_path / ",".join(sorted(job))).is_dir() for job in jobs)
     record = json.loads((tmp_path / ROUNDS_FILE).read_text())

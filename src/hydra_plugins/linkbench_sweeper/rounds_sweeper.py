@@ -184,8 +184,7 @@ class RoundsSweeper(BasicSweeper):
             self.adaptive = AdaptiveRounds(
                 [list(j) for batch in self.overrides for j in batch],
                 Path(self.config.hydra.sweep.dir),
-                Design(self.max_rounds, self.spending),
-                self.min_rounds,
+                Design(self.max_rounds, self.spending, self.min_rounds),
                 self.budget_s,
                 {
                     k: summary.get(k)

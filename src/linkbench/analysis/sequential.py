@@ -10,10 +10,13 @@ that stops on them, and the interval where it stopped, keep that coverage.
 The widths come from a group-sequential design over at most ``max_rounds`` rounds. The
 alpha spending function of K. K. G. Lan and D. L. DeMets ("Discrete sequential boundaries
 for clinical trials", Biometrika 70, 1983) spends the 5 % over the looks at information
-fractions t = pairs / max_rounds, the looks starting at two pairs: O'Brien-Fleming's
-(Biometrics 35, 1979), the default, spends almost nothing early and most at the last look,
-so a sweep that runs to its maximum loses little power; Pocock's (Biometrika 64, 1977)
-spends evenly and stops large effects sooner. The spread of a round's log ratio is
+fractions t = pairs / max_rounds, the looks starting at the sweeper's ``min_rounds`` (at
+least two pairs, for a spread; earlier rounds, where it cannot stop, spend nothing):
+O'Brien-Fleming's (Biometrics 35, 1979), the default, spends almost nothing early and most at
+the last look, so a sweep that runs to its maximum loses little power; Pocock's (Biometrika
+64, 1977) spends evenly and stops large effects sooner; Hwang, Shih and DeCani's family lies
+between. At the same power O'Brien-Fleming runs the fewest rounds (``benchmarks/spending.py``,
+table in docs/statistics.md). The spread of a round's log ratio is
 estimated from the rounds themselves, so the boundaries are those of the paired *t*
 statistic, whose joint law under no difference is the same whatever the spread (the
 sequential t-test of Jennison and Turnbull, Biometrika 78, 1991): they are found by
@@ -36,6 +39,7 @@ tests show that it keeps the power to find a real 10 % difference.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -46,9 +50,10 @@ from scipy.stats import norm
 
 from linkbench.files import ROUNDS_FILE, read_json
 
-SPENDING = ("obrien_fleming", "pocock")
+SPENDING = ("obrien_fleming", "pocock", "hwang_shih_decani(GAMMA)")
 DEFAULT_SPENDING = "obrien_fleming"
 FIRST_LOOK = 2  # paired rounds: the first look with a spread
+_HSD = re.compile(r"hwang_shih_decani\((-?\d+(?:\.\d+)?)\)")
 PATHS = 400_000  # simulated A/A sweeps per design: the total error within ±0.001 (2 sd)
 SEED = 20261203
 FUTILE_BELOW = 0.05  # conditional power under which a comparison stops for futility
@@ -58,8 +63,17 @@ FUTILE_BELOW = 0.05  # conditional power under which a comparison stops for futi
 FIRST_FUTILITY_LOOK = 4
 
 
+def known_spending(spending: str) -> bool:
+    """Whether ``spending`` names a spending function (:data:`SPENDING`; GAMMA a number)."""
+    return spending in SPENDING[:2] or _HSD.fullmatch(spending) is not None
+
+
 def spent(t: float, alpha: float, spending: str) -> float:
-    """The error probability a design has spent by information fraction ``t`` (0 to 1)."""
+    """The error probability a design has spent by information fraction ``t`` (0 to 1):
+    O'Brien-Fleming's and Pocock's in Lan and DeMets' forms, or the family of I. K. Hwang,
+    W. J. Shih and J. S. DeCani ("Group sequential designs using a family of type I error
+    probability spending functions", Stat. Med. 9, 1990), alpha (1 - e^(-gamma t)) /
+    (1 - e^(-gamma)): gamma -4 spends about as O'Brien-Fleming does, 1 as Pocock does."""
     t = min(max(t, 0.0), 1.0)
     if t == 0:
         return 0.0
@@ -67,14 +81,23 @@ def spent(t: float, alpha: float, spending: str) -> float:
         return float(2 - 2 * norm.cdf(norm.ppf(1 - alpha / 2) / math.sqrt(t)))
     if spending == "pocock":
         return alpha * math.log(1 + (math.e - 1) * t)
+    if hsd := _HSD.fullmatch(spending):
+        gamma = float(hsd.group(1))
+        if gamma == 0:
+            return alpha * t
+        return alpha * math.expm1(-gamma * t) / math.expm1(-gamma)
     raise ValueError(f"spending={spending!r}: choose one of {', '.join(SPENDING)}")
 
 
 @lru_cache(maxsize=64)
-def t_boundaries(max_rounds: int, spending: str, alpha: float = 0.05) -> tuple[float, ...]:
+def t_boundaries(
+    max_rounds: int, spending: str, alpha: float = 0.05, first_look: int = FIRST_LOOK
+) -> tuple[float, ...]:
     """|t| boundaries of the looks at 2, 3, ..., ``max_rounds`` paired rounds: under no
     difference, a sweep crosses first at each look with the probability the spending
-    function assigns to it, and at any look with probability ``alpha``."""
+    function assigns to it, and at any look with probability ``alpha``. Looks before
+    ``first_look`` (where the sweeper cannot stop: its ``min_rounds``) spend nothing and
+    have no boundary; the first look spends what the function has spent by then."""
     rng = np.random.default_rng(SEED)
     total = np.zeros(PATHS)  # running sums of each simulated sweep's paired differences
     squares = np.zeros(PATHS)
@@ -86,10 +109,13 @@ def t_boundaries(max_rounds: int, spending: str, alpha: float = 0.05) -> tuple[f
         squares += diff**2
         if pairs < FIRST_LOOK:
             continue
+        if pairs < first_look:
+            bounds.append(math.inf)
+            continue
         mean = total / pairs
         var = np.maximum(squares - pairs * mean**2, 1e-300) / (pairs - 1)
         t = np.abs(mean) / np.sqrt(var / pairs)
-        before = spent((pairs - 1) / max_rounds, alpha, spending) if pairs > FIRST_LOOK else 0
+        before = spent((pairs - 1) / max_rounds, alpha, spending) if pairs > first_look else 0
         crossing = (spent(pairs / max_rounds, alpha, spending) - before) * PATHS
         survivors = t[alive]
         if crossing < 1 or survivors.size == 0:
@@ -102,34 +128,47 @@ def t_boundaries(max_rounds: int, spending: str, alpha: float = 0.05) -> tuple[f
 
 
 def t_bound(
-    pairs: int, max_rounds: int, spending: str = DEFAULT_SPENDING, alpha: float = 0.05
+    pairs: int,
+    max_rounds: int,
+    spending: str = DEFAULT_SPENDING,
+    alpha: float = 0.05,
+    first_look: int = FIRST_LOOK,
 ) -> float:
     """The |t| a comparison with ``pairs`` paired rounds must reach at this look; inf before
     the first look. Past ``max_rounds`` (a sweep continued), the last look's."""
-    if pairs < FIRST_LOOK:
+    first_look = max(FIRST_LOOK, min(first_look, max_rounds))
+    if pairs < first_look:
         return math.inf
-    bounds = t_boundaries(max(max_rounds, FIRST_LOOK), spending, alpha)
+    bounds = t_boundaries(max(max_rounds, FIRST_LOOK), spending, alpha, first_look)
     return bounds[min(pairs, max_rounds) - FIRST_LOOK]
 
 
 @dataclass(frozen=True)
 class Design:
-    """How an adaptive sweep looks at its comparisons: after every round, up to
+    """How an adaptive sweep looks at its comparisons: after every round from ``min_rounds``
+    (the sweeper's: it stops nothing before; a spread needs two rounds) up to
     ``max_rounds``, spending its 5 % with ``spending``."""
 
     max_rounds: int
     spending: str = DEFAULT_SPENDING
+    min_rounds: int = FIRST_LOOK
+
+    @property
+    def first_look(self) -> int:
+        """The first round whose look may decide (and spends)."""
+        return max(FIRST_LOOK, min(self.min_rounds, self.max_rounds))
 
     def t_bound(self, pairs: int, confidence: float = 0.95) -> float:
         """The |t| at this look for intervals whose looks all hold with ``confidence``."""
-        return t_bound(pairs, self.max_rounds, self.spending, 1 - confidence)
+        return t_bound(pairs, self.max_rounds, self.spending, 1 - confidence, self.min_rounds)
 
     def describe(self, confidence: float = 0.95) -> str:
-        name = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}[self.spending]
+        names = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}
+        name = names.get(self.spending) or self.spending.replace("_", "-").title()
         return (
             f"repeated {100 * confidence:.4g} % confidence intervals of a "
-            f"group-sequential design over at most {self.max_rounds} rounds ({name} "
-            "spending)"
+            f"group-sequential design looking from round {self.first_look} to at most "
+            f"{self.max_rounds} ({name} spending)"
         )
 
 
@@ -160,4 +199,8 @@ def sweep_design(sweep_dir: Path) -> Design | None:
     record = read_json(sweep_dir / ROUNDS_FILE)
     if not record or record.get("rule") != "adaptive":
         return None
-    return Design(int(record["max_rounds"]), str(record.get("spending", DEFAULT_SPENDING)))
+    return Design(
+        int(record["max_rounds"]),
+        str(record.get("spending", DEFAULT_SPENDING)),
+        int(record.get("min_rounds", FIRST_LOOK)),
+    )

@@ -36,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from linkbench.analysis.compare import Comparison, sweep_comparisons
 from linkbench.analysis.report import same_value
-from linkbench.analysis.sequential import SPENDING, Design
+from linkbench.analysis.sequential import SPENDING, Design, known_spending
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import Configuration, load_sweep
 from linkbench.config.overrides import key, parse, settings
@@ -214,7 +214,7 @@ def check_adaptive(max_rounds: int, min_rounds: int, budget_s: float | None, spe
         )
     if budget_s is not None and budget_s <= 0:
         raise ConfigError(f"hydra.sweeper.budget_s={budget_s} must be positive seconds, or null.")
-    if spending not in SPENDING:
+    if not known_spending(spending):
         raise ConfigError(
             f"hydra.sweeper.spending={spending} is not a spending function; choose one of "
             f"{', '.join(SPENDING)}."
@@ -227,13 +227,14 @@ def _matches(job: list[str], config: Configuration) -> bool:
 
 
 def after_round(
-    comparisons: list[Comparison], r: int, design: Design, min_rounds: int
+    comparisons: list[Comparison], r: int, design: Design
 ) -> tuple[str | None, list[Comparison], list[Comparison]]:
     """The rule after ``r`` rounds: (why the sweep stops, or None; the comparisons that still
     need rounds, or that were undecided where it stops; those found beyond deciding)."""
     undecided = [c for c in comparisons if c.verdict == "inconclusive"]
     if r >= design.max_rounds:
         return f"max_rounds={design.max_rounds} reached", undecided, []
+    min_rounds = design.min_rounds
     if r < min_rounds:
         return None, undecided, []
     futile = [c for c in undecided if c.futile]
@@ -248,23 +249,22 @@ def after_round(
 
 class AdaptiveRounds:
     """The rounds of an adaptive sweep (``repeats=auto``): which jobs each round runs, and
-    when to stop. Every configuration runs ``min_rounds`` rounds; after that only the jobs
-    of undecided comparisons, until none is left, or ``max_rounds`` or ``budget_s`` runs
-    out (a round that would overrun the budget, estimated from the jobs so far, is not
-    started)."""
+    when to stop. Every configuration runs the design's ``min_rounds`` rounds; after that
+    only the jobs of undecided comparisons, until none is left, or ``max_rounds`` or
+    ``budget_s`` runs out (a round that would overrun the budget, estimated from the jobs so
+    far, is not started)."""
 
     def __init__(
         self,
         jobs: list[list[str]],
         sweep_dir: Path,
         design: Design,
-        min_rounds: int = DEFAULT_MIN_ROUNDS,
         budget_s: float | None = None,
         summary: dict[str, Any] | None = None,
         resume: bool = False,
     ) -> None:
         self.jobs, self.sweep_dir, self.design = jobs, sweep_dir, design
-        self.min_rounds, self.budget_s = min_rounds, budget_s
+        self.budget_s = budget_s
         self.summary = {"axis": None, "baseline": None, "margin": DEFAULT_MARGIN, **(summary or {})}
         self.started = time.monotonic()
         self.rounds: list[dict[str, Any]] = []
@@ -282,14 +282,14 @@ class AdaptiveRounds:
         if r == 0:
             return self._start(list(self.jobs))
         comparisons = self._close_round()
-        stop, undecided, futile = after_round(comparisons, r, self.design, self.min_rounds)
+        stop, undecided, futile = after_round(comparisons, r, self.design)
         if futile:
             chances = {c.name: round(c.chance_to_decide() or 0.0, 4) for c in futile}
             self.rounds[-1]["futile"] = chances
         if stop is not None:
             return self._stop(stop, undecided)
         needed = list(self.jobs)
-        if r >= self.min_rounds:
+        if r >= self.design.min_rounds:
             needed = [
                 job
                 for job in self.jobs
@@ -347,7 +347,7 @@ class AdaptiveRounds:
                 "rule": "adaptive",
                 "max_rounds": self.design.max_rounds,
                 "spending": self.design.spending,
-                "min_rounds": self.min_rounds,
+                "min_rounds": self.design.min_rounds,
                 "budget_s": self.budget_s,
                 "rounds": self.rounds + self.earlier[len(self.rounds) :],
                 "stopped": self.stopped,

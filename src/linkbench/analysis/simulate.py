@@ -1,0 +1,95 @@
+"""Simulated comparisons of an adaptive sweep with a truth we choose, run by the sweeper's
+own rule: the check of the statistics (``tests/analysis/test_sequential.py``) and the
+measure of what a design costs (``benchmarks/spending.py``).
+
+A simulated comparison is an arm and its baseline run once per round, the order reversed in
+odd rounds as the sweeper runs them. After every round from the design's first look it
+takes the paired repeated interval of :mod:`linkbench.analysis.sequential` and the verdict
+of :func:`linkbench.analysis.stats.verdict` (vectorised here; a test checks that the
+interval is the library's own), and stops at the first decided verdict, or for futility
+where the sweeper would (:attr:`linkbench.analysis.compare.Comparison.futile`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from linkbench.analysis.sequential import (
+    FIRST_FUTILITY_LOOK,
+    FIRST_LOOK,
+    FUTILE_BELOW,
+    Design,
+    chance_to_decide,
+)
+from linkbench.analysis.stats import DEFAULT_MARGIN
+
+
+def noise(rng: np.random.Generator, cv: float, kind: str, shape: tuple[int, int]) -> np.ndarray:
+    """Multiplicative run-to-run noise of mean 1 and coefficient of variation ``cv``:
+    ``normal`` (floored at 0.001) or ``lognormal``."""
+    if kind == "normal":
+        return np.maximum(1 + cv * rng.standard_normal(shape), 1e-3)
+    sigma = math.sqrt(math.log(1 + cv * cv))
+    return np.exp(sigma * rng.standard_normal(shape) - sigma**2 / 2)
+
+
+def simulate(
+    true_ratio: float,
+    cv: float,
+    design: Design,
+    kind: str = "normal",
+    tail: float = 0.0,
+    drift: float = 0.0,
+    seed: int = 0,
+    plain: bool = False,
+    futility: bool = True,
+    sweeps: int = 20_000,
+    margin: float = DEFAULT_MARGIN,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(verdicts, rounds run, low, high) of ``sweeps`` simulated comparisons whose arm runs
+    ``true_ratio`` times the baseline's throughput.
+
+    ``tail``: that share of runs takes 1.5x as long; ``drift``: the machine slows linearly
+    by that fraction from the first job to the last; ``plain``: each look's plain 95 %
+    t-interval instead of the repeated one; ``futility``: from FIRST_FUTILITY_LOOK (and the
+    first look) a comparison whose chance to be decided is below FUTILE_BELOW stops
+    undecided, as the sweeper's does."""
+    rng = np.random.default_rng(seed)
+    k = design.max_rounds
+    order = np.arange(2 * k).reshape(k, 2)
+    arm_slot = np.where(np.arange(k) % 2 == 0, order[:, 0], order[:, 1])
+    base_slot = np.where(np.arange(k) % 2 == 0, order[:, 1], order[:, 0])
+
+    def runs(slot: np.ndarray) -> np.ndarray:
+        x = noise(rng, cv, kind, (sweeps, k))
+        x = np.where(rng.random((sweeps, k)) < tail, x / 1.5, x)
+        return x * (1 - drift * slot / (2 * k - 1))
+
+    log_ratios = np.log(true_ratio * runs(arm_slot)) - np.log(runs(base_slot))
+    verdicts = np.full(sweeps, "inconclusive", dtype=object)
+    stopped = np.full(sweeps, k)
+    low, high = np.full(sweeps, np.nan), np.full(sweeps, np.nan)
+    running = np.ones(sweeps, dtype=bool)
+    first = FIRST_LOOK if plain else design.first_look
+    for n in range(first, k + 1):
+        seen = log_ratios[:, :n]
+        mean, sd = seen.mean(axis=1), seen.std(axis=1, ddof=1)
+        bound = float(stats.t.ppf(0.975, n - 1)) if plain else design.t_bound(n)
+        half = np.minimum(bound * sd / math.sqrt(n), 50.0)  # exp() of no overflow
+        lo, hi, est = np.exp(mean - half), np.exp(mean + half), np.exp(mean)
+        equal = (lo >= 1 - margin) & (hi <= 1 + margin)
+        outside = (est > 1 + margin) | (est < 1 - margin)
+        decided = outside & ((lo > 1) | (hi < 1))
+        now = np.where(equal, "equal", np.where(decided, np.where(est > 1, "faster", "slower"), ""))
+        low[running], high[running] = lo[running], hi[running]
+        newly = running & (now != "")
+        verdicts[newly], stopped[newly] = now[newly], n
+        running &= ~newly
+        if futility and FIRST_FUTILITY_LOOK <= n < k:
+            chance = chance_to_decide(mean, sd, n, design, margin)
+            futile = running & (chance < FUTILE_BELOW)
+            stopped[futile] = n
+            running &= ~futile
+    return verdicts, stopped, low, high
