@@ -11,13 +11,11 @@ import hydra
 from omegaconf import DictConfig
 
 from linkbench.config.overrides import command_line_overrides, unknown_key
-from linkbench.config.plan import Machine
 from linkbench.config.schema import Config, register
 from linkbench.errors import ConfigError, refuse
 from linkbench.launcher.job import run_job
 
-# model=auto and precision=auto suit the machine this runs on.
-register(project_root=Path(__file__).resolve().parent, cuda_devices=Machine.current().cuda_devices)
+register(project_root=Path(__file__).resolve().parent)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

@@ -25,9 +25,9 @@ CONF = REPO / "conf"
 # A job that finishes in a few seconds on two CPU cores.
 QUICK = ["steps=6", "untimed_steps=2", "log_every=2", "batch=4"]
 
-# Tests compose configs as on a machine without a GPU (model=auto is tiny, precision=auto
-# fp32), whatever this machine has; tests of GPU paths say so (tests/test_gpu.py).
-register(project_root=REPO, cuda_devices=0)
+# model=auto and precision=auto follow the Machine a test plans for (tiny and fp32 without a
+# GPU); the jobs tests start run as on a CPU box unless a test says otherwise (clean_env).
+register(project_root=REPO)
 
 # pytest-xdist runs several tests at once: each test, and each rank of the jobs it starts,
 # gets its share of the cores, so that a many-core machine running many tests is not

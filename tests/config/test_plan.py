@@ -174,12 +174,30 @@ def test_the_typed_plan_survives_pickling_for_spawned_workers(compose_config, tm
     assert again.config.model.kwargs["n_layer"] == 4
 
 
-def test_auto_model_and_precision_follow_the_machine():
-    from linkbench.config.schema import auto_options
-
-    assert auto_options(0) == {"model": "tiny", "precision": "fp32"}
+def test_auto_model_and_precision_follow_the_machine_the_plan_is_given(compose_config, tmp_path):
+    """Whatever machine composed the config (before, the one run.py saw at import decided,
+    so make_plan(compose(), ..., Machine(cuda_devices=8)) planned tiny and fp32)."""
+    cfg = compose_config()
     # On GPUs the default job's gradients (resnet50: 102 MB per step) make the link matter.
-    assert auto_options(8) == {"model": "resnet50", "precision": "bf16"}
+    plan = make_plan(cfg, str(tmp_path), [], Machine(cuda_devices=8))
+    assert (plan.config.model.name, plan.precision) == ("resnet50", "bf16")
+    assert plan.config.model._target_ == "torchvision.models.resnet50"
+    assert plan.config.precision.autocast_dtype == "bfloat16"
+    assert plan.config.model.kwargs["num_classes"] == plan.config.data.num_classes
+    cpu = make_plan(cfg, str(tmp_path), [], CPU)
+    assert (cpu.config.model.name, cpu.precision) == ("tiny", "fp32")
+    # Keys the user set for model=auto hold for the option it stands for.
+    overrides = ["model.channels_last=true", "+model.kwargs.zero_init_residual=true"]
+    cfg = compose_config(overrides)
+    plan = make_plan(cfg, str(tmp_path), overrides, Machine(cuda_devices=8))
+    assert plan.config.model.channels_last is True
+    assert plan.config.model.kwargs["zero_init_residual"] is True
+    # ... also where the caller composed them but passes no override strings.
+    plan = make_plan(compose_config(["model.image_size=64"]), str(tmp_path), [], ONE_GPU)
+    assert (plan.config.model.name, plan.config.model.image_size) == ("resnet50", 64)
+    # Named options stay what they are on any machine.
+    named = make_plan(compose_config(["model=tiny"]), str(tmp_path), [], Machine(cuda_devices=8))
+    assert named.config.model.name == "tiny" and named.precision == "bf16"
 
 
 def test_the_default_job_on_this_cpu_machine_is_the_tiny_cnn(compose_config, tmp_path):

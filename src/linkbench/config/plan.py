@@ -10,6 +10,7 @@ The plan is a picklable value handed to every worker.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -23,9 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from linkbench.config.data_sizes import held_out_size, train_size
-from linkbench.config.overrides import sets
+from linkbench.config.overrides import key as override_key
+from linkbench.config.overrides import parse, sets
 from linkbench.config.scaling import LrSchedule, scaled_lr
 from linkbench.config.schema import (
+    AUTO,
     BackendName,
     Config,
     DataName,
@@ -33,6 +36,8 @@ from linkbench.config.schema import (
     PrecisionName,
     ScalingRule,
     WarmupFrom,
+    auto_node,
+    auto_options,
     require,
 )
 from linkbench.config.targets import import_class
@@ -441,12 +446,61 @@ def _check_emulated(config: Config, machine: Machine) -> None:
     require(problem is None, str(problem))
 
 
+def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    """dotted key -> value of every leaf of a config node (interpolations unresolved)."""
+    if not isinstance(node, dict):
+        return {prefix: node}
+    found: dict[str, Any] = {}
+    for name, value in node.items():
+        found.update(_leaves(value, f"{prefix}.{name}" if prefix else str(name)))
+    return found
+
+
+def follow_machine(cfg: DictConfig, overrides: list[str], machine: Machine) -> DictConfig:
+    """``cfg`` with ``model=auto`` and ``precision=auto`` as the options that suit
+    ``machine`` (:func:`~linkbench.config.schema.auto_options`); ``cfg`` itself where
+    neither is auto. A key the user set under the auto option (any value that differs from
+    what ``auto`` alone composes to, and any of ``overrides`` under its group) holds for the
+    option it stands for."""
+    chosen = {
+        group: option
+        for group, option in auto_options(machine.cuda_devices).items()
+        if OmegaConf.select(cfg, f"{group}.name") == AUTO
+    }
+    if not chosen:
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    for group, option in chosen.items():
+        alone = _leaves(OmegaConf.to_container(auto_node(group, AUTO)))
+        composed = _leaves(OmegaConf.to_container(cfg[group]))
+        user = {k: v for k, v in composed.items() if k not in alone or alone[k] != v}
+        user.update(
+            {
+                override_key(o).split(".", 1)[1]: o.value()
+                for o in parse(overrides)
+                if override_key(o).startswith(f"{group}.") and not o.is_delete()
+            }
+        )
+        cfg[group] = auto_node(group, option)
+        for name, value in user.items():
+            OmegaConf.update(cfg, f"{group}.{name}", value, force_add=True)
+    return cfg
+
+
 def make_plan(
     cfg: DictConfig | Config, job_dir: str, overrides: list[str], machine: Machine | None = None
 ) -> JobPlan:
-    """Check ``cfg`` and resolve it for this machine; raises ConfigError on bad input."""
+    """Check ``cfg`` and resolve it for this machine (``model=auto`` and ``precision=auto``
+    included); raises ConfigError on bad input."""
     machine = machine or Machine.current()
+    if isinstance(cfg, DictConfig):
+        cfg = follow_machine(cfg, overrides, machine)
     config = cfg if isinstance(cfg, Config) else to_config(cfg)
+    require(
+        AUTO not in (config.model.name, config.precision.name),
+        "model=auto and precision=auto are resolved from a composed config (a DictConfig); "
+        "pass that to make_plan, or name the options.",
+    )
     notes: list[str] = []
     if config.warmup_steps is not None:
         notes.append(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from linkbench.errors import ConfigError
 from linkbench.link.emulated import MAX_RATE_GBIT_S
@@ -75,6 +75,7 @@ class Transport(Choice):
 
 
 class PrecisionName(Choice):
+    auto = "auto"  # resolved by the plan, for the machine it plans for
     fp32 = "fp32"
     tf32 = "tf32"
     fp16 = "fp16"
@@ -769,23 +770,44 @@ AUTO_OPTIONS = {
     False: {"model": "tiny", "precision": "fp32"},
     True: {"model": "resnet50", "precision": "bf16"},
 }
+AUTO = "auto"
+_auto_nodes: dict[tuple[str, str], DictConfig] = {}  # (group, option): its YAML, by register
 
 
 def auto_options(cuda_devices: int) -> dict[str, str]:
-    """The options ``model=auto`` and ``precision=auto`` stand for on this machine."""
+    """The options ``model=auto`` and ``precision=auto`` stand for on a machine with
+    ``cuda_devices`` GPUs."""
     return AUTO_OPTIONS[cuda_devices > 0]
 
 
-def register(project_root: Path, cuda_devices: int) -> None:
-    """Register the schema; ``model=auto`` and ``precision=auto`` as the options that suit
-    a machine with ``cuda_devices`` GPUs (:func:`auto_options`; run.py passes the
-    :class:`~linkbench.config.plan.Machine` it runs on, tests say which one they mean); and
+def auto_node(group: str, option: str) -> DictConfig:
+    """An option ``auto`` may stand for (or ``auto`` itself), as composing it would give: its
+    YAML (registered by :func:`register`) over its group's dataclass."""
+    if (group, option) not in _auto_nodes:
+        raise ConfigError(
+            f"{group}=auto is chosen by the plan from conf/{group}/, which was not registered; "
+            "call linkbench.config.schema.register(project_root) first."
+        )
+    schema = {"model": ModelConfig, "precision": PrecisionConfig}[group]
+    node = OmegaConf.merge(OmegaConf.structured(schema), _auto_nodes[(group, option)])
+    assert isinstance(node, DictConfig)
+    return node
+
+
+def register(project_root: Path) -> None:
+    """Register the schema; ``model=auto`` and ``precision=auto`` as options named ``auto``
+    that :func:`~linkbench.config.plan.make_plan` resolves for the machine it plans for
+    (:func:`auto_options`), with the YAML of the options they may stand for; and
     ``${linkbench_root:}`` (the folder holding run.py and experiments/) for
     conf/config.yaml's search path, so +experiment works from any directory."""
     register_schema()
     store = ConfigStore.instance()
-    for group, option in auto_options(cuda_devices).items():
-        node = OmegaConf.load(project_root / "conf" / group / f"{option}.yaml")
-        store.store(group=group, name="auto", node=node)
+    for group in ("model", "precision"):
+        _auto_nodes[(group, AUTO)] = OmegaConf.create({"name": AUTO})
+        store.store(group=group, name=AUTO, node=_auto_nodes[(group, AUTO)])
+        for options in AUTO_OPTIONS.values():
+            node = OmegaConf.load(project_root / "conf" / group / f"{options[group]}.yaml")
+            assert isinstance(node, DictConfig)
+            _auto_nodes[(group, options[group])] = node
     if not OmegaConf.has_resolver("linkbench_root"):
         OmegaConf.register_new_resolver("linkbench_root", lambda: str(project_root))
