@@ -13,13 +13,14 @@ from omegaconf import DictConfig
 from linkbench.config.overrides import command_line_overrides, unknown_key
 from linkbench.config.schema import Config, register
 from linkbench.errors import ConfigError, refuse
-from linkbench.launcher.job import run_job
 
 register(project_root=Path(__file__).resolve().parent)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
+    from linkbench.launcher.job import run_job  # torch: not for --help or --cfg
+
     return run_job(cfg)
 
 

@@ -31,7 +31,6 @@ from linkbench.analysis.sequential import DEFAULT_SPENDING, Design
 from linkbench.config.plan import Machine, make_plan
 from linkbench.errors import ConfigError, refuse
 from linkbench.launcher import stopping
-from linkbench.launcher.job import checked
 from linkbench.launcher.sweeper import (
     AUTO,
     DEFAULT_MAX_JOBS,
@@ -157,6 +156,8 @@ class RoundsSweeper(BasicSweeper):
         if summary.get("_target_") != LINKBENCH_SUMMARY:
             return  # another Hydra app: its configurations are not linkbench's to plan
         check_axis(swept, summary.get("axis"), summary.get("baseline"))
+        from linkbench.launcher.job import checked  # torch: only once a sweep is planned
+
         machine = Machine.current()
         sweep_dir = str(self.config.hydra.sweep.dir)
 

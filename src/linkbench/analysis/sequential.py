@@ -43,10 +43,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from linkbench.files import ROUNDS_FILE, read_json
 
@@ -78,7 +78,8 @@ def spent(t: float, alpha: float, spending: str) -> float:
     if t == 0:
         return 0.0
     if spending == "obrien_fleming":
-        return float(2 - 2 * norm.cdf(norm.ppf(1 - alpha / 2) / math.sqrt(t)))
+        normal = NormalDist()
+        return 2 - 2 * normal.cdf(normal.inv_cdf(1 - alpha / 2) / math.sqrt(t))
     if spending == "pocock":
         return alpha * math.log(1 + (math.e - 1) * t)
     if hsd := _HSD.fullmatch(spending):
@@ -187,9 +188,11 @@ def chance_to_decide(
     left = np.maximum(np.asarray(sd) * math.sqrt(last - pairs) / last, 1e-12)
     edge = math.log1p(margin)  # the margin on the log scale
     cut = np.maximum(half, edge)  # outside the margin, and the interval excludes 0
-    differ = norm.sf((cut - mean) / left) + norm.cdf((-cut - mean) / left)
+    from scipy.special import ndtr  # the normal cdf over arrays (imported when first used)
+
+    differ = ndtr((mean - cut) / left) + ndtr((-cut - mean) / left)
     inside = np.maximum(edge - half, 0.0)  # the whole interval within the margin
-    within = norm.cdf((inside - mean) / left) - norm.cdf((-inside - mean) / left)
+    within = ndtr((inside - mean) / left) - ndtr((-inside - mean) / left)
     equal = np.where(inside > 0, within, 0.0)
     return differ + equal
 

@@ -39,8 +39,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as scipy_stats
-
 from linkbench.analysis.sequential import Design
 
 CONFIDENCE = 0.95
@@ -87,7 +85,9 @@ class Mean:
 
 
 def _t(df: float, confidence: float = CONFIDENCE) -> float:
-    return float(scipy_stats.t.ppf(0.5 + confidence / 2, df))
+    from scipy.special import stdtrit  # Student's t quantile (imported when first used)
+
+    return float(stdtrit(df, 0.5 + confidence / 2))
 
 
 def mean_interval(
