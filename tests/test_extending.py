@@ -138,13 +138,13 @@ class Barrier(Task):
 
     @classmethod
     def run(cls, plan, me, board):
-        task = plan.config.task
-        for _ in range(task.warmup_iters):
+        options = plan.config.task.options
+        for _ in range(options["warmup_iters"]):
             dist.barrier()
         calls = []
-        for _ in range(task.iters):
+        for _ in range(options["iters"]):
             started = time.perf_counter()
-            time.sleep(task.options.get("extra_us", 0) / 1e6)
+            time.sleep(options.get("extra_us", 0) / 1e6)
             dist.barrier()
             calls.append((time.perf_counter() - started) * 1e6)
         # The fastest call: a busy machine stretches calls, and never shortens one.
@@ -160,8 +160,8 @@ def _outside_task(tmp_path):
     conf = tmp_path / "conf" / "task"
     conf.mkdir(parents=True)
     (conf / "barrier.yaml").write_text(
-        "name: barrier\n_target_: my_tasks.barrier.Barrier\nwarmup_iters: 5\niters: 50\n"
-        "options: {extra_us: 0}\n"
+        "name: barrier\n_target_: my_tasks.barrier.Barrier\n"
+        "options: {extra_us: 0, warmup_iters: 5, iters: 50}\n"
     )
     return tmp_path / "conf", clean_env(python_path=tmp_path / "lab")
 
@@ -195,3 +195,40 @@ def test_an_outside_task_checks_its_own_keys(compose_config, tmp_path, monkeypat
                  "+task.options.extra_us=-5"]  # fmt: skip
     with pytest.raises(ConfigError, match=r"task.options.extra_us=-5 must be >= 0"):
         make_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+
+
+def test_a_new_strategy_with_a_setting_of_its_own_is_one_dataclass(compose_config, tmp_path):
+    """What docs/extending.md says a new built-in strategy's settings take: one dataclass
+    (a StrategyConfig subclass, stored under its name, with its keys and checks) beside its
+    runtime class, which the plan does not import. Before, `+strategy.tp_size=2` was refused
+    and a strategy's keys had to be added to every strategy's schema."""
+    from dataclasses import dataclass
+
+    from hydra.core.config_store import ConfigStore
+
+    from linkbench.config.checks import require
+    from linkbench.config.schema import StrategyConfig
+
+    @dataclass
+    class TensorParallelStrategy(StrategyConfig):
+        name: str = "tp"
+        _target_: str = "my_strategies.tensor_parallel.TensorParallel"  # never imported here
+        tp_size: int = 1
+
+        def check(self, config):
+            super().check(config)
+            require(self.tp_size >= 1, f"strategy.tp_size={self.tp_size} must be at least 1.")
+
+    ConfigStore.instance().store(group="strategy", name="tp", node=TensorParallelStrategy)
+    plan = make_plan(compose_config(["strategy=tp", "strategy.tp_size=2"]), str(tmp_path), [],
+                     Machine(0))  # fmt: skip
+    assert isinstance(plan.config.strategy, TensorParallelStrategy)
+    assert plan.config.strategy.tp_size == 2
+    with pytest.raises(ConfigError, match=r"strategy\.tp_size=0 must be at least 1"):
+        make_plan(compose_config(["strategy=tp", "strategy.tp_size=0"]), str(tmp_path), [],
+                  Machine(0))  # fmt: skip
+    # What it does not claim it can run (here DDP's gradient buckets) is refused.
+    with pytest.raises(ConfigError, match="comm_hook=bf16 is a DDP communication hook and "
+                       "strategy=tp has none"):  # fmt: skip
+        make_plan(compose_config(["strategy=tp", "comm_hook=bf16"]), str(tmp_path), [],
+                  Machine(0))  # fmt: skip

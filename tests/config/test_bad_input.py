@@ -19,7 +19,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from linkbench.config.plan import Machine, make_plan
-from linkbench.config.schema import Config
+from linkbench.config.schema import Config, options
 from linkbench.errors import ConfigError
 
 from ..conftest import QUICK, clean_env, load_result, run_cli
@@ -43,10 +43,6 @@ ZERO_ALLOWED = {
     "scaling.lr_warmup_epochs", "interconnect.delay_ms", "interconnect.jitter_ms",
 }  # fmt: skip
 ANY_INTEGER = {"seed"}
-# Keys read by task=allreduce only.
-ALLREDUCE_KEYS = {
-    "task.min_bytes", "task.max_bytes", "task.size_factor", "task.warmup_iters", "task.iters",
-}  # fmt: skip
 
 
 def _leaves(node: dict, prefix: str = "") -> list[tuple[str, object]]:
@@ -59,7 +55,21 @@ def _leaves(node: dict, prefix: str = "") -> list[tuple[str, object]]:
     return out
 
 
-SCHEMA = _leaves(OmegaConf.to_container(OmegaConf.structured(Config)))
+# Keys of the groups whose options are dataclasses of their own (task=allreduce's keys), with
+# the first option that has each: the walk covers them with that option chosen.
+OPTION_OF: dict[str, list[str]] = {}
+for _group, _named in options().items():
+    for _name, _option in _named.items():
+        for _key, _ in _leaves(OmegaConf.to_container(OmegaConf.structured(_option)), f"{_group}."):
+            OPTION_OF.setdefault(_key, [f"{_group}={_name}"])
+SCHEMA = _leaves(OmegaConf.to_container(OmegaConf.structured(Config))) + [
+    (key, value)
+    for group, named in options().items()
+    for option in named.values()
+    for key, value in _leaves(OmegaConf.to_container(OmegaConf.structured(option)), f"{group}.")
+    if key.split(".")[1] not in ("name", "_target_")
+]
+SCHEMA = list(dict(SCHEMA).items())  # each key once
 NUMERIC = [k for k, v in SCHEMA if isinstance(v, (int, float)) and not isinstance(v, bool)]
 NUMERIC += ["devices", "task.max_bytes", "debug.crash_at_step", "base_lr"]  # null by default
 NUMERIC += ["interconnect.rate_gbit_s"]
@@ -71,7 +81,7 @@ TYPED = [
 
 
 def _context(key: str) -> list[str]:
-    return CONTEXT.get(key, []) + (["task=allreduce"] if key in ALLREDUCE_KEYS else [])
+    return OPTION_OF.get(key, []) + CONTEXT.get(key, [])
 
 
 def test_the_walk_covers_every_group():

@@ -6,18 +6,19 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
 from linkbench.config.plan import Machine, make_plan
+from linkbench.config.schema import options
 from linkbench.errors import ConfigError
 
 from ..conftest import CONF
 
 CPU = Machine(cuda_devices=0)
 ONE_GPU = Machine(cuda_devices=1)
+# A group's YAML files under conf/, and the options stored as dataclasses (task, strategy).
 OPTIONS = sorted(
-    (group.name, option.stem)
-    for group in CONF.iterdir()
-    if group.is_dir()
-    for option in group.glob("*.yaml")
-)
+    {(group.name, option.stem) for group in CONF.iterdir() if group.is_dir()
+     for option in group.glob("*.yaml")}
+    | {(group, name) for group, named in options().items() for name in named}
+)  # fmt: skip
 
 
 def extra_overrides(group: str, option: str, tmp_path) -> list[str]:

@@ -1,7 +1,7 @@
 """What answers at once stays light: `run.py --help` and `--cfg job` compose and print
-without importing torch (before, 3-6 s of torch and a CUDA device query), and importing
+without importing torch (before, 3-6 s of torch and a CUDA device query), importing
 `linkbench.report` loads neither torch, scipy nor matplotlib (scipy loads when an interval
-is first computed)."""
+is first computed), and the plan imports no torch and no worker module."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from ..conftest import REPO, clean_env
 
 
-def _imported(arguments: list[str]) -> set[str]:
+def _run(arguments: list[str]) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", *arguments],
+        [sys.executable, *arguments],
         cwd=REPO,
         env=clean_env(),
         capture_output=True,
@@ -23,6 +23,11 @@ def _imported(arguments: list[str]) -> set[str]:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def _imported(arguments: list[str]) -> set[str]:
+    done = _run(["-X", "importtime", *arguments])
     lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
     return {line.rsplit("|", 1)[1].strip() for line in lines}
 
@@ -38,3 +43,33 @@ def test_importing_the_report_loads_no_torch_scipy_or_matplotlib():
     modules = _imported(["-c", "import linkbench.report"])
     assert "linkbench.analysis.report" in modules
     assert not {"torch", "scipy", "matplotlib"} & modules
+
+
+PLAN_EVERY_OPTION = """
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+from linkbench.config.plan import Machine, make_plan
+from linkbench.config.schema import options, register
+
+register(project_root=Path({repo!r}))
+with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
+    jobs = [[f"{{group}}={{name}}"] for group, named in options().items() for name in named]
+    composed = [(job, compose("config", overrides=job)) for job in jobs]
+    before = set(sys.modules)
+    for job, cfg in composed:
+        make_plan(cfg, "/tmp/plan", job, Machine(cuda_devices=1))
+print(" ".join(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_make_plan_imports_no_torch_and_no_worker_for_any_built_in_task_or_strategy():
+    """The plan checks every built-in task and strategy by its option's dataclass
+    (linkbench.config.tasks, .strategies), never by importing its runtime class; the
+    runtime classes (and torch) are the workers' (before, 23 worker and parts modules)."""
+    done = _run(["-c", PLAN_EVERY_OPTION.format(repo=str(REPO), conf=str(REPO / "conf"))])
+    imported = done.stdout.split()
+    heavy = ("torch", "linkbench.worker", "linkbench.parts", "linkbench.launcher")
+    assert not [m for m in imported if m.startswith(heavy)], imported

@@ -74,8 +74,18 @@ def _schema_keys(schema: type, prefix: str = "") -> dict[str, bool]:
         keys[name] = any(k is Any or typing.get_origin(k) is dict or k is dict for k in kinds)
         for kind in kinds:
             if dataclasses.is_dataclass(kind) and isinstance(kind, type):
-                keys.update(_schema_keys(kind, name + "."))
+                for option in (kind, *_subclasses(kind)):  # a group's options (task=...)
+                    keys.update(_schema_keys(option, name + "."))
     return keys
+
+
+def _subclasses(kind: type) -> list[type]:
+    """Every subclass of ``kind``, at any depth."""
+    found: list[type] = []
+    sub: type
+    for sub in kind.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found
 
 
 def unknown_key(arguments: list[str], schema: type) -> str | None:

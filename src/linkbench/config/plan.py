@@ -38,9 +38,10 @@ from linkbench.config.schema import (
     WarmupFrom,
     auto_node,
     auto_options,
+    options,
+    own_target,
     require,
 )
-from linkbench.config.targets import import_class
 from linkbench.errors import ConfigError
 from linkbench.files import LOG_DIR
 from linkbench.link.emulated import LinkSpec
@@ -170,11 +171,14 @@ def typed_to_plain(config: Config) -> dict[str, Any]:
     return {str(key): value for key, value in plain.items()}
 
 
-def _unknown_keys(node: Any, schema: type, prefix: str = "") -> list[str]:
-    """Keys of ``node`` that ``schema`` (a dataclass) lacks, at any depth (Hydra's ``+key=``
-    adds keys that a merge into the schema would otherwise drop silently)."""
+def _unknown_keys(
+    node: Any, schema: type, prefix: str = "", chosen: Mapping[str, type] | None = None
+) -> list[str]:
+    """Keys of ``node`` that ``schema`` (a dataclass; ``chosen``: the option dataclasses of
+    its groups) lacks, at any depth (Hydra's ``+key=`` adds keys that a merge into the
+    schema would otherwise drop silently)."""
     known = {f.name: f.type for f in dataclasses.fields(schema)}
-    hints = typing.get_type_hints(schema)
+    hints = {**typing.get_type_hints(schema), **(chosen or {})}
     unknown = []
     for key in node:
         if key not in known:
@@ -184,19 +188,47 @@ def _unknown_keys(node: Any, schema: type, prefix: str = "") -> list[str]:
     return unknown
 
 
+def _options_of(cfg: DictConfig | Mapping[str, Any]) -> dict[str, type]:
+    """group -> the option dataclass ``cfg``'s node of that group is: its type where Hydra
+    composed it, else the built-in option its name and ``_target_`` name (a plain
+    rerun.yaml), else the group's base (an option from outside the package)."""
+    chosen = {}
+    for group, named in options().items():
+        node = cfg.get(group)
+        base = typing.get_type_hints(Config)[group]
+        if node is None:
+            continue
+        kind = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+        if isinstance(kind, type) and issubclass(kind, base) and kind is not base:
+            chosen[group] = kind
+            continue
+        option = named.get(str(node.get("name")))
+        target = node.get("_target_")
+        if option is not None and (target is None or target == own_target(option)):
+            chosen[group] = option
+        else:
+            chosen[group] = base
+    return chosen
+
+
 def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
     """The typed config; its fields check their ranges here (ConfigError on bad input).
 
     A config composed by run.py is typed already; a plain one (a rerun.yaml, a test's dict)
-    is merged into the schema first, so its types are checked the same way."""
-    unknown = _unknown_keys(cfg, Config)
+    is merged into the schema first (its task and strategy into their options'
+    dataclasses), so its types are checked the same way."""
+    chosen = _options_of(cfg)
+    unknown = _unknown_keys(cfg, Config, chosen=chosen)
     require(
         not unknown,
         f"unknown key {', '.join(unknown)}: check its spelling; `python run.py --cfg job` "
         "prints every key.",
     )
     try:
-        typed = OmegaConf.merge(OmegaConf.structured(Config), cfg)
+        schema = OmegaConf.structured(Config)
+        for group, option in chosen.items():
+            schema[group] = OmegaConf.structured(option)
+        typed = OmegaConf.merge(schema, cfg)
         config = OmegaConf.to_object(typed)
     except MissingMandatoryValue as error:
         raise ConfigError(f"{error.full_key} is not set; add {error.full_key}=VALUE.") from None
@@ -513,7 +545,7 @@ def make_plan(
     nnodes = _nodes(machine, nproc)
     precision = _resolve_precision(config, device_type, notes)
     _check_machine(config, nnodes * nproc)
-    task = import_class("task._target_", config.task._target_, "linkbench.worker.task.Task")
+    task = config.task.spec()
     task.check(config, device_type, notes)
     global_batch = config.batch * nproc * nnodes
     steps_per_epoch = None
@@ -547,10 +579,7 @@ def make_plan(
         precision=dataclasses.replace(config.precision, name=precision),
         devices=nproc,
     )
-    strategy = import_class(
-        "strategy._target_", config.strategy._target_, "linkbench.parts.strategy.Parallel"
-    )
-    strategy.check(config)
+    config.strategy.check(config)
     return JobPlan(
         config=config,
         overrides=list(overrides),
@@ -565,7 +594,7 @@ def make_plan(
         schedule=_schedule(config, lr, steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
         cudnn_benchmark=cudnn,
-        max_bytes=config.task.max_bytes or DEFAULT_MAX_BYTES[device_type],
+        max_bytes=getattr(config.task, "max_bytes", None) or DEFAULT_MAX_BYTES[device_type],
     )
 
 

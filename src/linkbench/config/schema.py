@@ -1,8 +1,11 @@
 """Typed schema of a linkbench job's configuration, with the range checks beside the fields.
 
-Every config group under ``conf/`` has one dataclass here; the top-level :class:`Config`
-is registered in Hydra's ConfigStore as ``linkbench_schema`` and is the first entry of
-``conf/config.yaml``'s defaults list, so every group option is merged into a typed node.
+Every config group under ``conf/`` has one dataclass here; the groups whose options differ
+in their keys, ``task`` and ``strategy``, have one dataclass per option
+(:mod:`linkbench.config.tasks`, :mod:`linkbench.config.strategies`) on a base here. The
+top-level :class:`Config` is registered in Hydra's ConfigStore as ``linkbench_schema`` and
+is the first entry of ``conf/config.yaml``'s defaults list, so every group option is merged
+into a typed node.
 A wrong type, an unknown key or a value outside an enum fails at composition. Ranges and
 combinations inside the config are checked by each dataclass's ``__post_init__``, which runs
 when :func:`linkbench.config.plan.make_plan` turns the composed config into these objects
@@ -15,33 +18,21 @@ communication hook) are named by Hydra's ``_target_`` and built with ``hydra.uti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from linkbench.config.checks import require, require_not_negative, require_positive
+from linkbench.config.targets import import_class
 from linkbench.errors import ConfigError
 from linkbench.link.emulated import MAX_RATE_GBIT_S
-
-
-def require(ok: bool, message: str) -> None:
-    """Refuse the configuration with ``message`` (one sentence naming the key and the fix)."""
-    if not ok:
-        raise ConfigError(message)
-
-
-def require_positive(owner: str, **values: float) -> None:
-    """Each ``key=value`` must be > 0; ``owner`` prefixes the key (``ddp.`` ...)."""
-    for key, value in values.items():
-        require(value > 0, f"{owner}{key}={value} must be positive.")
-
-
-def require_not_negative(owner: str, **values: float) -> None:
-    for key, value in values.items():
-        require(value >= 0, f"{owner}{key}={value} must be >= 0.")
+from linkbench.metrics import Metric
+from linkbench.metrics import register as register_metrics
 
 
 class Choice(str, Enum):
@@ -357,24 +348,78 @@ class DDPConfig:
         require_positive("ddp.", bucket_cap_mb=self.bucket_cap_mb)
 
 
+class StrategySpec(Protocol):
+    """What the plan asks of a strategy: the capabilities a strategy's checks read."""
+
+    captures_cuda_graphs: bool
+    scales_gradients: bool
+    hooks_buckets: bool
+
+
 @dataclass
 class StrategyConfig:
-    """``strategy/``: how the model is spread over the ranks (:mod:`linkbench.parts.strategy`)."""
+    """``strategy/``: how the model is spread over the ranks. Each built-in strategy is one
+    subclass in :mod:`linkbench.config.strategies` (its keys, checks and capabilities, and
+    the ``_target_`` of its runtime class in :mod:`linkbench.parts.strategy`, which only the
+    workers import), stored in Hydra's ConfigStore under its name. A strategy from outside
+    the package composes onto this base: its YAML names its runtime class by ``_target_``,
+    which says its capabilities itself (docs/extending.md), and keeps its own keys under
+    ``options``."""
 
-    name: str = "ddp"
-    _target_: str = "linkbench.parts.strategy.DataParallel"
-    """The strategy's class, a ``linkbench.parts.strategy.Parallel`` subclass (one from
-    outside the package too: docs/extending.md)."""
-    reshard_after_forward: bool = True
-    """fsdp: free each block's gathered parameters after its forward (gather again in
-    backward); false keeps them, trading memory for one all-gather per step."""
-    param_dtype: TensorDtype | None = None
-    """fsdp: the dtype parameters are gathered and computed in (null: their own)."""
-    reduce_dtype: TensorDtype | None = None
-    """fsdp: the dtype gradients are reduce-scattered in (null: the parameters')."""
-    shard_classes: list[str] = field(default_factory=list)
-    """fsdp: class names of the modules sharded one by one; empty: every module of a
-    Sequential or ModuleList that holds two or more of its kind."""
+    name: str = MISSING
+    _target_: str = MISSING
+    """The runtime class, a ``linkbench.parts.strategy.Parallel`` subclass."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """A strategy from outside the package: its own keys."""
+
+    captures_cuda_graphs: ClassVar[bool] = False
+    """Whether its whole step can be captured as one CUDA graph (``cuda_graphs=true``)."""
+    scales_gradients: ClassVar[bool] = False
+    """Whether it runs under fp16's GradScaler."""
+    hooks_buckets: ClassVar[bool] = False
+    """Whether it has DDP's gradient buckets: ``comm_hook`` and ``debug.comm_delay_ms``."""
+    bf16_hint: ClassVar[str] = ""
+    """Its own way out of fp16's GradScaler, for the refusal's sentence."""
+    compression_hint: ClassVar[str] = ""
+    """Its own way to compress gradients, for the refusal of a DDP comm hook."""
+
+    def spec(self) -> Any:
+        """This option, or for a runtime class that no option of the package describes (one
+        from outside, or a ``_target_`` overridden), that class, imported here."""
+        if self._target_ == own_target(type(self)):
+            return self
+        return import_class(
+            "strategy._target_", self._target_, "linkbench.parts.strategy.Parallel", "comm_bytes"
+        )
+
+    def check(self, config: Config) -> None:
+        """Refuse, in one sentence naming the key and the fix, what this strategy cannot run
+        (a ConfigError); runs in the plan, before any worker starts. A capability the
+        strategy does not claim is refused."""
+        spec, s = self.spec(), self.name
+        claims = {k: getattr(spec, k, False) for k in StrategySpec.__annotations__}
+        hint = getattr(spec, "bf16_hint", ""), getattr(spec, "compression_hint", "")
+        require(
+            claims["captures_cuda_graphs"] or not config.cuda_graphs,
+            f"strategy={s} cannot be captured as one CUDA graph (its collectives and optimizer "
+            "change between steps); use strategy=ddp with cuda_graphs=true, or drop cuda_graphs.",
+        )
+        require(
+            claims["scales_gradients"] or not config.precision.grad_scaler,
+            f"strategy={s} with precision={config.precision.name}'s GradScaler is not "
+            f"supported; use precision=bf16{hint[0]}.",
+        )
+        delay = config.debug.comm_delay_ms
+        require(
+            claims["hooks_buckets"] or not delay,
+            f"debug.comm_delay_ms={delay} delays DDP's gradient buckets and strategy={s} has "
+            "none; use strategy=ddp or zero1, or set debug.comm_delay_ms=0.",
+        )
+        require(
+            claims["hooks_buckets"] or config.comm_hook.hook is None,
+            f"comm_hook={config.comm_hook.name} is a DDP communication hook and strategy={s} "
+            f"has none; use comm_hook=none{hint[1]}.",
+        )
 
 
 @dataclass
@@ -437,35 +482,69 @@ class CommHookConfig:
             require_positive("comm_hook.", wire_factor=self.wire_factor)
 
 
+class TaskSpec(Protocol):
+    """What the plan, the record and the sweep ask of a task."""
+
+    headline: ClassVar[str]
+    metrics: ClassVar[tuple[Metric, ...]]
+    trains: ClassVar[bool]
+
+    def check(self, config: Config, device_type: str, notes: list[str]) -> None: ...
+
+
+def note_untrained(trains: bool, config: Config, notes: list[str]) -> None:
+    """The note every task that does not train gets for training-only switches."""
+    if not trains and (config.compile or config.cuda_graphs):
+        notes.append(f"compile and cuda_graphs apply to task=train, not task={config.task.name}.")
+
+
 @dataclass
 class TaskConfig:
-    """``task/``: what a job measures (:mod:`linkbench.worker.task`); ``train`` reads
-    no_sync_steps, ``allreduce`` and ``links`` the rest."""
+    """``task/``: what a job measures. Each built-in task is one subclass in
+    :mod:`linkbench.config.tasks` (its keys, checks, headline and metrics, and the
+    ``_target_`` of its runtime class in ``linkbench.worker``, which only the workers
+    import), stored in Hydra's ConfigStore under its name. A task from outside the package
+    composes onto this base: its YAML names its runtime class by ``_target_``, which says
+    its headline, metrics and checks itself (docs/extending.md), and keeps its own keys
+    under ``options``."""
 
-    name: str = "train"
-    _target_: str = "linkbench.worker.train.Train"
-    """The task's class, a ``linkbench.worker.task.Task`` subclass (one from outside the
-    package too: docs/extending.md)."""
-    no_sync_steps: int = 10
-    """Steps timed with and without gradient sync after training (0 skips the probe)."""
-    ops: list[Collective] = field(default_factory=lambda: [Collective.all_reduce])
-    dtype: str = "float32"
-    min_bytes: int = 1024
-    max_bytes: int | None = None
-    """Largest message; null means 1 GiB on GPU and 64 MiB on CPU."""
-    size_factor: int = 2
-    warmup_iters: int = 5
-    iters: int = 20
-    sizes_mb: list[int] = field(default_factory=lambda: [1, 16, 256])
-    """task=links: copy sizes in MiB; the largest gives the matrix."""
+    name: str = MISSING
+    _target_: str = MISSING
+    """The runtime class, a ``linkbench.worker.task.Task`` subclass."""
     options: dict[str, Any] = field(default_factory=dict)
-    """A task from outside the package: its own keys (set in its YAML file)."""
+    """A task from outside the package: its own keys."""
 
-    def __post_init__(self) -> None:
+    headline: ClassVar[str] = ""
+    """The key of ``result.json``'s ``metrics`` a sweep judges the task by."""
+    metrics: ClassVar[tuple[Metric, ...]] = ()
+    """Table entries for metrics :mod:`linkbench.metrics` does not know yet."""
+    trains: ClassVar[bool] = False
+    """Whether the job trains a model (data, budget, held-out checks and FLOPs apply)."""
+
+    def spec(self) -> TaskSpec:
+        """This option, or for a runtime class that no option of the package describes (one
+        from outside, or a ``_target_`` overridden), that class, imported here; its own
+        metrics join this process's table."""
+        if self._target_ == own_target(type(self)):
+            return self
+        cls = import_class("task._target_", self._target_, "linkbench.worker.task.Task", "run")
         require(
-            self.no_sync_steps >= 0,
-            f"task.no_sync_steps={self.no_sync_steps} must be >= 0 (0 skips it).",
+            isinstance(getattr(cls, "headline", None), str) and bool(cls.headline),
+            f"task._target_={self._target_} names no headline metric; give its class one "
+            "(see docs/extending.md).",
         )
+        register_metrics(cls.metrics)
+        return typing.cast(TaskSpec, cls)
+
+    def check(self, config: Config, device_type: str, notes: list[str]) -> None:
+        """Refuse (a ConfigError: one sentence naming the key and the fix) or note what
+        this task does with ``config`` on a machine of ``device_type`` ("cuda" or "cpu")."""
+        note_untrained(self.trains, config, notes)
+
+
+def own_target(option: type) -> str:
+    """The ``_target_`` an option's dataclass names by default (MISSING for a base)."""
+    return next(f.default for f in fields(option) if f.name == "_target_")  # type: ignore[return-value]
 
 
 @dataclass
@@ -548,9 +627,11 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     ddp: DDPConfig = field(default_factory=DDPConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    """An option of :mod:`linkbench.config.strategies` (conf/config.yaml picks ddp)."""
     nccl: NcclConfig = field(default_factory=NcclConfig)
     comm_hook: CommHookConfig = field(default_factory=CommHookConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+    """An option of :mod:`linkbench.config.tasks` (conf/config.yaml picks train)."""
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
@@ -758,10 +839,24 @@ class Config:
         )
 
 
+def options() -> dict[str, dict[str, type]]:
+    """The options of the groups whose options are dataclasses of their own: group -> name
+    -> the option's dataclass (:mod:`linkbench.config.tasks`, :mod:`.strategies`)."""
+    from linkbench.config.strategies import STRATEGIES
+    from linkbench.config.tasks import TASKS
+
+    return {"task": TASKS, "strategy": STRATEGIES}
+
+
 def register_schema() -> None:
-    """Store :class:`Config` as ``linkbench_schema`` (idempotent; ``hydra/sweeper=rounds``
-    is stored by the sweeper's plugin, which Hydra imports when it looks for plugins)."""
-    ConfigStore.instance().store(name="linkbench_schema", node=Config)
+    """Store :class:`Config` as ``linkbench_schema`` and every task and strategy under its
+    group and name (idempotent; ``hydra/sweeper=rounds`` is stored by the sweeper's plugin,
+    which Hydra imports when it looks for plugins)."""
+    store = ConfigStore.instance()
+    store.store(name="linkbench_schema", node=Config)
+    for group, named in options().items():
+        for name, option in named.items():
+            store.store(group=group, name=name, node=option)
 
 
 # model=auto and precision=auto, by whether CUDA GPUs are visible: on GPUs a model whose

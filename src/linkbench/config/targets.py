@@ -10,7 +10,7 @@ from typing import Any
 
 import hydra.utils
 
-from linkbench.config.schema import require
+from linkbench.config.checks import require
 from linkbench.errors import ConfigError
 
 
@@ -27,7 +27,7 @@ def hydra_lookups_quiet() -> Iterator[None]:
         hydra_log.setLevel(level)
 
 
-def import_class(key: str, target: str, base: str, has: str = "check") -> Any:
+def import_class(key: str, target: str, base: str, has: str) -> Any:
     """The class ``key`` names, which must be a subclass of ``base`` (a dotted name: the
     importing layer may not import it): one with the attribute ``has``."""
     try:

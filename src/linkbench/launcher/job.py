@@ -141,7 +141,7 @@ def check_parts(plan: JobPlan) -> None:
     and the optimizer built once over one CPU parameter: a bad name or keyword is one
     sentence before any worker starts, not a traceback from a rank."""
     c = plan.config
-    if not task_class(c.task._target_).trains:
+    if not c.task.spec().trains:
         return
     try:
         with hydra_lookups_quiet():
@@ -189,7 +189,7 @@ def with_flops(plan: JobPlan) -> JobPlan:
     """The plan with the training FLOPs of one sample, for MFU (train jobs only). Building
     the model here, on the meta device, also refuses a model config that cannot build."""
     c = plan.config
-    if not task_class(c.task._target_).trains:
+    if not c.task.spec().trains:
         return plan
     try:
         flops = train_flops_per_sample(c.model, c.data.image_size)
@@ -351,7 +351,7 @@ def run_job(cfg: DictConfig) -> float:
         if machine.outside.rank != 0:
             return _run_other_rank(cfg, job_dir, overrides, machine)
     if cfg.get("resume") and (previous := _completed_result(job_dir)):
-        headline = task_class(cfg.task._target_).headline
+        headline = previous.get("headline", "samples_per_sec")
         value = float(previous["metrics"].get(headline, 0.0))
         log.info("resume: %s already completed (%s %.1f); skipping it", job_dir, headline, value)
         return value
@@ -461,4 +461,4 @@ def _signal_name(error: BaseException) -> str:
 def report(result: dict[str, Any], task: type[Task]) -> float:
     """Log the job's outcome in the task's lines; return its headline metric (for Hydra)."""
     task.report(result)
-    return float(result["metrics"].get(task.headline, 0.0))
+    return float(result["metrics"].get(result["headline"], 0.0))

@@ -44,7 +44,7 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
     """The plan's facts as result.json records them (a task's own metrics' table entries
     too, for the analysis)."""
     c = plan.config
-    task = task_class(c.task._target_)
+    task = c.task.spec()
     own = {"metric_table": recorded(task.metrics)} if task.metrics else {}
     return {
         "task": str(c.task.name),

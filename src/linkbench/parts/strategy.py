@@ -1,6 +1,9 @@
-"""How a model is spread over the ranks: one :class:`Parallel` subclass per strategy
-(``strategy/``; ``strategy._target_`` names the class, so a strategy from outside the package
-is one module and one YAML file).
+"""How a model is spread over the ranks, at run time: one :class:`Parallel` subclass per
+strategy, named by its option's ``strategy._target_``. A built-in strategy's option
+(:mod:`linkbench.config.strategies`) holds its keys and its capabilities, which the plan
+checks; a strategy from outside the package says its capabilities in its class
+(``captures_cuda_graphs``, ``scales_gradients``, ``hooks_buckets``: all no unless it says
+so), so it is one module and one YAML file.
 
 - ``ddp``: every rank holds the whole model; gradients are all-reduced per bucket during
   the backward pass (:mod:`linkbench.parts.ddp`).
@@ -12,8 +15,8 @@ is one module and one YAML file).
 - ``zero1``: DDP, with the optimizer state sharded by ``ZeroRedundancyOptimizer``: each rank
   updates its share of the parameters and broadcasts them.
 
-A strategy owns everything that differs between them: what it refuses in the config (checked
-when the job is planned, before any worker starts), wrapping the model, building its
+A strategy's class owns everything that differs between them at run time: wrapping the
+model, building its
 optimizer, its model's and optimizer's state for checkpoints
 (``torch.distributed.checkpoint.state_dict``'s ``get_state_dict``/``set_state_dict`` unless
 it says otherwise), the context for a step without its collectives (the exposed-communication
@@ -24,13 +27,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from linkbench.config.schema import Config, StrategyConfig, require
+from linkbench.config.strategies import FSDPStrategy
 from linkbench.config.targets import import_class
 from linkbench.parts import ddp
 from linkbench.parts.delay import CommDelay
@@ -74,54 +78,16 @@ class Parallel:
 
     ``module`` is the plain model (parameters and state, without a wrapper's prefixes);
     ``model`` is what a training step calls. A subclass is built as
-    ``cls(model, config, device)`` on every rank, after :meth:`check` passed in the plan.
-    The class attributes say what the strategy can run with; :meth:`check` refuses the rest."""
+    ``cls(model, config, device)`` on every rank, once the plan checked its option
+    (:meth:`linkbench.config.schema.StrategyConfig.check`)."""
 
     module: nn.Module
     model: nn.Module
     comm_delay: CommDelay | None = None
     """``debug.comm_delay_ms`` in front of each of its collectives, when it supports that."""
 
-    captures_cuda_graphs: ClassVar[bool] = False
-    """Whether its whole step can be captured as one CUDA graph (``cuda_graphs=true``)."""
-    scales_gradients: ClassVar[bool] = False
-    """Whether it runs under fp16's GradScaler."""
-    hooks_buckets: ClassVar[bool] = False
-    """Whether it has DDP's gradient buckets: ``comm_hook`` and ``debug.comm_delay_ms``."""
-    bf16_hint: ClassVar[str] = ""
-    """Its own way out of fp16's GradScaler, for the refusal's sentence."""
-    compression_hint: ClassVar[str] = ""
-    """Its own way to compress gradients, for the refusal of a DDP comm hook."""
-
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
         raise NotImplementedError
-
-    @classmethod
-    def check(cls, config: Config) -> None:
-        """Refuse, in one sentence naming the key and the fix, what this strategy cannot
-        run (a ConfigError); runs in the plan, before any worker starts."""
-        s = config.strategy.name
-        require(
-            cls.captures_cuda_graphs or not config.cuda_graphs,
-            f"strategy={s} cannot be captured as one CUDA graph (its collectives and optimizer "
-            "change between steps); use strategy=ddp with cuda_graphs=true, or drop cuda_graphs.",
-        )
-        require(
-            cls.scales_gradients or not config.precision.grad_scaler,
-            f"strategy={s} with precision={config.precision.name}'s GradScaler is not "
-            f"supported; use precision=bf16{cls.bf16_hint}.",
-        )
-        delay = config.debug.comm_delay_ms
-        require(
-            cls.hooks_buckets or not delay,
-            f"debug.comm_delay_ms={delay} delays DDP's gradient buckets and strategy={s} has "
-            "none; use strategy=ddp or zero1, or set debug.comm_delay_ms=0.",
-        )
-        require(
-            cls.hooks_buckets or config.comm_hook.hook is None,
-            f"comm_hook={config.comm_hook.name} is a DDP communication hook and strategy={s} "
-            f"has none; use comm_hook=none{cls.compression_hint}.",
-        )
 
     def build_optimizer(
         self, config: Config, lr: float, device: torch.device, grad_scaler: bool,
@@ -189,10 +155,6 @@ NEVER = 2**31 - 1
 class DataParallel(Parallel):
     """DDP (``strategy=ddp``, and under ZeRO-1)."""
 
-    captures_cuda_graphs = True
-    scales_gradients = True
-    hooks_buckets = True
-
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
         delay_ms = config.debug.comm_delay_ms
         self.comm_delay = CommDelay(delay_ms, device) if delay_ms > 0 else None
@@ -238,9 +200,6 @@ class DataParallel(Parallel):
 
 class ZeroOne(DataParallel):
     """DDP with ZeroRedundancyOptimizer: gradients all-reduced, updated shards broadcast."""
-
-    captures_cuda_graphs = False
-    scales_gradients = False
 
     def build_optimizer(
         self, config: Config, lr: float, device: torch.device, grad_scaler: bool,
@@ -297,14 +256,12 @@ class ZeroOne(DataParallel):
 class FullyShardedParallel(Parallel):
     """FSDP2 ``fully_shard`` per block, then the root."""
 
-    bf16_hint = " or strategy.param_dtype=bfloat16"
-    compression_hint = ", or strategy.reduce_dtype=bfloat16 to compress FSDP's gradients"
-
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         s = config.strategy
+        assert isinstance(s, FSDPStrategy)
         self._param_dtype = getattr(torch, str(s.param_dtype)) if s.param_dtype else None
         self._reduce_dtype = getattr(torch, str(s.reduce_dtype)) if s.reduce_dtype else None
         self._sizes = {
@@ -377,7 +334,8 @@ class FullyShardedParallel(Parallel):
 def strategy_class(strategy: StrategyConfig) -> type[Parallel]:
     """The :class:`Parallel` subclass ``strategy._target_`` names."""
     target = strategy._target_
-    cls = import_class("strategy._target_", target, "linkbench.parts.strategy.Parallel")
+    base = "linkbench.parts.strategy.Parallel"
+    cls = import_class("strategy._target_", target, base, has="comm_bytes")
     require(
         issubclass(cls, Parallel),
         f"strategy._target_={target} is not a linkbench.parts.strategy.Parallel subclass; "

@@ -19,14 +19,7 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
-from linkbench.config.schema import (
-    TENSOR_DTYPES,
-    Config,
-    TaskConfig,
-    require,
-    require_not_negative,
-    require_positive,
-)
+from linkbench.config.tasks import AllReduceTask
 from linkbench.files import COLLECTIVES_CSV, RESULT_FILE
 from linkbench.link.bandwidth import bandwidths_gb_s
 from linkbench.link.health import health
@@ -70,7 +63,7 @@ def _buffers(op: str, count: int, world: int, dtype: torch.dtype, device: torch.
 
 
 def time_collective(
-    op: str, size_bytes: int, task: TaskConfig, device: torch.device, world: int
+    op: str, size_bytes: int, task: AllReduceTask, device: torch.device, world: int
 ) -> dict[str, Any]:
     dtype = getattr(torch, task.dtype)
     element = torch.tensor([], dtype=dtype).element_size()
@@ -111,30 +104,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 class AllReduce(Task):
-    """``task=allreduce``: every collective of ``task.ops`` over message sizes, with
-    nccl-tests' algbw and busbw; the headline is the first op's peak busbw."""
-
-    headline = "busbw_gb_s_peak"
-
-    @classmethod
-    def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
-        super().check(config, device_type, notes)
-        task = config.task
-        require(
-            len(task.ops) > 0, "task.ops is empty; list collectives, e.g. task.ops=[all_reduce]."
-        )
-        require_positive("task.", min_bytes=task.min_bytes, iters=task.iters)
-        require(
-            task.max_bytes is None or task.max_bytes >= task.min_bytes,
-            f"task.max_bytes={task.max_bytes} is below task.min_bytes={task.min_bytes}; raise "
-            "it, or set task.max_bytes=null for the default.",
-        )
-        require(task.size_factor >= 2, f"task.size_factor={task.size_factor} must be at least 2.")
-        require_not_negative("task.", warmup_iters=task.warmup_iters)
-        require(
-            task.dtype in TENSOR_DTYPES,
-            f"task.dtype={task.dtype} is not one of {', '.join(TENSOR_DTYPES)}.",
-        )
+    """``task=allreduce`` at run time (its option:
+    :class:`linkbench.config.tasks.AllReduceTask`)."""
 
     @classmethod
     def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
@@ -165,6 +136,7 @@ class AllReduce(Task):
 def run_collectives(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
     """Time every op at every size; rank 0 (``board`` given) writes CSV and TensorBoard."""
     task = plan.config.task
+    assert isinstance(task, AllReduceTask)
     device, world = me.device, me.world_size
     rows = []
     for op in map(str, task.ops):

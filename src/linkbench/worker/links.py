@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
-from linkbench.config.schema import Config, require, require_positive
+from linkbench.config.tasks import LinksTask
 from linkbench.files import LINKS_CSV, RESULT_FILE
 from linkbench.parts.rank import Rank
 from linkbench.worker.board import Board
@@ -179,25 +179,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 class Links(Task):
-    """``task=links``: the copy-bandwidth matrix over every visible GPU; the headline is the
-    host-to-GPU bandwidth."""
-
-    headline = "host_to_device_gb_s"
-
-    @classmethod
-    def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
-        super().check(config, device_type, notes)
-        task = config.task
-        require(
-            len(task.sizes_mb) > 0 and min(task.sizes_mb) > 0,
-            f"task.sizes_mb={list(task.sizes_mb)} must list positive sizes, e.g. [1,16,256].",
-        )
-        require_positive("task.", iters=task.iters)
-        require(
-            device_type == "cuda",
-            "task=links measures copies between GPUs and host memory and no GPU is visible; "
-            "run it on a GPU machine (task=allreduce measures collectives on CPU).",
-        )
+    """``task=links`` at run time (its option: :class:`linkbench.config.tasks.LinksTask`)."""
 
     @classmethod
     def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
@@ -215,6 +197,7 @@ class Links(Task):
 def run_links(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
     """``task=links`` on rank 0 over every visible GPU; the other ranks wait."""
     task = plan.config.task
+    assert isinstance(task, LinksTask)
     rows = measure_links(list(task.sizes_mb), task.warmup_iters, task.iters) if me.is_main else []
     dist.barrier()
     if board is None:

@@ -26,6 +26,7 @@ from torch import nn
 
 from linkbench.analysis.stats import mean_interval
 from linkbench.config.plan import JobPlan
+from linkbench.config.tasks import TrainTask
 from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
 from linkbench.worker.timing import WindowTimer
@@ -111,7 +112,8 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
     timings are left out with CUDA graphs: DDP measures them on the host, in eager steps
     only. With ``debug.comm_delay_ms`` the injected delay per synced step is recorded
     (``comm_delay_injected_ms``): the exposed communication lies between 0 and it."""
-    steps = plan.config.task.no_sync_steps
+    task = plan.config.task
+    steps = task.no_sync_steps if isinstance(task, TrainTask) else 0
     if steps <= 0:
         return {}
     parallel = stepper.parallel

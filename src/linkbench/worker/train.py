@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
-from linkbench.config.schema import Config, PrecisionName, require
+from linkbench.config.schema import Config, PrecisionName
 from linkbench.files import METRICS_FILE, RESULT_FILE, write_json
 from linkbench.metrics import probe_mark
 from linkbench.parts import precision
@@ -325,18 +325,7 @@ def _log_progress(done: int, steps: int, scalars: dict[str, float]) -> None:
 
 
 class Train(Task):
-    """``task=train``: the job's training steps, timed; the headline is global samples/s."""
-
-    headline = "samples_per_sec"
-    trains = True
-
-    @classmethod
-    def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
-        config.check_training()
-        require(
-            not config.cuda_graphs or device_type == "cuda",
-            "cuda_graphs=true needs a CUDA GPU and none is visible; remove cuda_graphs=true.",
-        )
+    """``task=train`` at run time (its option: :class:`linkbench.config.tasks.TrainTask`)."""
 
     @classmethod
     def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:

@@ -1,0 +1,71 @@
+"""The built-in strategies (``strategy/``), one dataclass per option: its keys, its
+capabilities (what :meth:`~linkbench.config.schema.StrategyConfig.check` lets it run with),
+and the ``_target_`` of its runtime class in :mod:`linkbench.parts.strategy`, which only the
+workers import. :func:`linkbench.config.schema.register_schema` stores each in Hydra's
+ConfigStore under its name, so ``strategy=fsdp`` composes :class:`FSDPStrategy` and its
+keys alone.
+
+A new built-in strategy, settings of its own included, is one dataclass here (and its entry
+in :data:`STRATEGIES`) and one runtime class."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from linkbench.config.schema import StrategyConfig, TensorDtype
+
+
+@dataclass
+class DDPStrategy(StrategyConfig):
+    """``strategy=ddp``: DistributedDataParallel, the whole model on every rank, gradients
+    all-reduced per bucket (the ``ddp`` and ``comm_hook`` groups set its knobs)."""
+
+    name: str = "ddp"
+    _target_: str = "linkbench.parts.strategy.DataParallel"
+
+    captures_cuda_graphs = True
+    scales_gradients = True
+    hooks_buckets = True
+
+
+@dataclass
+class ZeroOneStrategy(DDPStrategy):
+    """``strategy=zero1``: ZeRO stage 1, DDP with the optimizer state sharded by torch's
+    ZeroRedundancyOptimizer (each rank updates its share of the parameters and broadcasts
+    it)."""
+
+    name: str = "zero1"
+    _target_: str = "linkbench.parts.strategy.ZeroOne"
+
+    captures_cuda_graphs = False
+    scales_gradients = False
+
+
+@dataclass
+class FSDPStrategy(StrategyConfig):
+    """``strategy=fsdp``: FSDP2 (``torch.distributed.fsdp.fully_shard``) per block, then the
+    root: parameters sharded and all-gathered for every block's forward and backward,
+    gradients reduce-scattered."""
+
+    name: str = "fsdp"
+    _target_: str = "linkbench.parts.strategy.FullyShardedParallel"
+    reshard_after_forward: bool = True
+    """Free each block's gathered parameters after its forward (gather again in backward);
+    false keeps them, trading memory for one all-gather per step."""
+    param_dtype: TensorDtype | None = None
+    """The dtype parameters are gathered and computed in (null: their own)."""
+    reduce_dtype: TensorDtype | None = None
+    """The dtype gradients are reduce-scattered in (null: the parameters')."""
+    shard_classes: list[str] = field(default_factory=list)
+    """Class names of the modules sharded one by one; empty: every module of a Sequential
+    or ModuleList that holds two or more of its kind."""
+
+    bf16_hint = " or strategy.param_dtype=bfloat16"
+    compression_hint = ", or strategy.reduce_dtype=bfloat16 to compress FSDP's gradients"
+
+
+STRATEGIES: dict[str, type[StrategyConfig]] = {
+    "ddp": DDPStrategy,
+    "zero1": ZeroOneStrategy,
+    "fsdp": FSDPStrategy,
+}
