@@ -866,6 +866,8 @@ AUTO_OPTIONS = {
     True: {"model": "resnet50", "precision": "bf16"},
 }
 AUTO = "auto"
+# The checkout this package was installed from (``pip install -e``): run.py and conf/.
+_CHECKOUT = Path(__file__).resolve().parents[3]
 _auto_nodes: dict[tuple[str, str], DictConfig] = {}  # (group, option): its YAML, by register
 
 
@@ -878,6 +880,8 @@ def auto_options(cuda_devices: int) -> dict[str, str]:
 def auto_node(group: str, option: str) -> DictConfig:
     """An option ``auto`` may stand for (or ``auto`` itself), as composing it would give: its
     YAML (registered by :func:`register`) over its group's dataclass."""
+    if (group, option) not in _auto_nodes and (_CHECKOUT / "conf").is_dir():
+        register(_CHECKOUT)  # a process of a launcher's own (submitit's): run.py did not run
     if (group, option) not in _auto_nodes:
         raise ConfigError(
             f"{group}=auto is chosen by the plan from conf/{group}/, which was not registered; "
