@@ -42,6 +42,7 @@ from linkbench.config.schema import (
     own_target,
     require,
 )
+from linkbench.config.tasks import AllReduceTask
 from linkbench.errors import ConfigError
 from linkbench.files import LOG_DIR
 from linkbench.link.emulated import LinkSpec
@@ -594,7 +595,8 @@ def make_plan(
         schedule=_schedule(config, lr, steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
         cudnn_benchmark=cudnn,
-        max_bytes=getattr(config.task, "max_bytes", None) or DEFAULT_MAX_BYTES[device_type],
+        max_bytes=(config.task.max_bytes if isinstance(config.task, AllReduceTask) else None)
+        or DEFAULT_MAX_BYTES[device_type],
     )
 
 

@@ -348,12 +348,9 @@ class DDPConfig:
         require_positive("ddp.", bucket_cap_mb=self.bucket_cap_mb)
 
 
-class StrategySpec(Protocol):
-    """What the plan asks of a strategy: the capabilities a strategy's checks read."""
-
-    captures_cuda_graphs: bool
-    scales_gradients: bool
-    hooks_buckets: bool
+# What a strategy may claim it can run (class attributes of its option, or of an outside
+# strategy's runtime class); a claim it does not make is no.
+CAPABILITIES = ("captures_cuda_graphs", "scales_gradients", "hooks_buckets")
 
 
 @dataclass
@@ -397,7 +394,7 @@ class StrategyConfig:
         (a ConfigError); runs in the plan, before any worker starts. A capability the
         strategy does not claim is refused."""
         spec, s = self.spec(), self.name
-        claims = {k: getattr(spec, k, False) for k in StrategySpec.__annotations__}
+        claims = {k: getattr(spec, k, False) for k in CAPABILITIES}
         hint = getattr(spec, "bf16_hint", ""), getattr(spec, "compression_hint", "")
         require(
             claims["captures_cuda_graphs"] or not config.cuda_graphs,
