@@ -102,25 +102,3 @@ def headline(result: dict[str, Any]) -> tuple[str, str]:
         result.get("task", "train"), "samples_per_sec"
     )
     return name, unit(name)
-
-
-def _typed(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
-def override_values(overrides: list[str]) -> dict[str, Any]:
-    """key -> value of a job's overrides, for records written before result.json kept its
-    ``settings`` (:mod:`linkbench.config.overrides` parses them now, with Hydra's parser):
-    ``+``/``~`` stripped, hydra.*, resume and experiment left out, numbers as numbers."""
-    values = {}
-    for override in overrides:
-        key, _, value = override.partition("=")
-        key = key.lstrip("+~")
-        if key and not key.startswith("hydra.") and key not in ("resume", "experiment"):
-            values[key] = _typed(value)
-    return values

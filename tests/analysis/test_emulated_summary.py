@@ -11,6 +11,7 @@ import pytest
 from linkbench.analysis.emulated import link_rows, predicted_at_rate
 from linkbench.analysis.report import write_summary
 from linkbench.analysis.sweep import group, load_sweep, swept_keys
+from linkbench.config.overrides import settings
 from linkbench.link.emulated import payload_gb_s
 
 BYTES = 46_758_048  # resnet18's gradients
@@ -41,6 +42,7 @@ def _job(sweep: Path, rate: float, round_: int, hook: str, slower: float = 1.0) 
         "world_size": 2,
         "round": round_,
         "overrides": overrides,
+        "settings": settings(overrides),
         "metrics": metrics,
         "link": {"rate_gbit_s": rate, "delay_ms": 0.0},
         "transport": {"transport": "emulated link (gloo)", "verified": True},

@@ -19,6 +19,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from linkbench.analysis.report import compare_sweeps, write_summary
+from linkbench.config.overrides import settings
 from linkbench.files import RESULT_FILE, ROUNDS_FILE
 
 from ..conftest import QUICK, REPO, clean_env, run_cli
@@ -45,6 +46,7 @@ def fake_job(
         "backend": "nccl",
         "round": round_,
         "overrides": overrides + ([f"round={round_}"] if round_ is not None else []),
+        "settings": settings(overrides + ([f"round={round_}"] if round_ is not None else [])),
         "metrics": repeat_metrics[len(runs) // 2] if runs else {},
         "transport": {"transport": "P2P", "verified": True},
     }

@@ -14,7 +14,7 @@ from typing import Any
 
 from linkbench.analysis.outliers import flagged
 from linkbench.analysis.stats import Mean, mean_interval
-from linkbench.files import RESULT_FILE, headline, override_values, read_json
+from linkbench.files import RESULT_FILE, headline, read_json
 from linkbench.metrics import is_geometric, register
 
 # Keys whose values make runs of one configuration, not configurations of their own.
@@ -137,11 +137,9 @@ def timed_training_s(results: list[dict[str, Any]]) -> float:
 
 
 def job_settings(result: dict[str, Any]) -> dict[str, Any]:
-    """What a job's overrides set, as its record keeps it (``settings``, parsed by Hydra when
-    the job ran; records written before it existed are read from their ``overrides``)."""
-    if "settings" in result:
-        return dict(result["settings"])
-    return override_values(result.get("overrides", []))
+    """What a job's overrides set, as its record keeps it (``settings``, parsed by Hydra's
+    parser when the job ran: :func:`linkbench.config.overrides.settings`)."""
+    return dict(result.get("settings", {}))
 
 
 def swept_keys(results: list[dict[str, Any]]) -> list[str]:
