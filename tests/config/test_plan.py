@@ -204,3 +204,34 @@ def test_auto_model_and_precision_follow_the_machine_the_plan_is_given(compose_c
 def test_the_default_job_on_this_cpu_machine_is_the_tiny_cnn(compose_config, tmp_path):
     plan = make_plan(compose_config(), str(tmp_path), [], CPU)
     assert (plan.config.model.name, plan.precision) == ("tiny", "fp32")
+
+
+def test_the_rules_between_keys_run_once_on_the_finished_numbers(
+    compose_config, tmp_path, monkeypatch
+):
+    """Config.check() holds the cross-group rules and the plan runs it once, after the budget
+    made steps a number (before, Config.__post_init__ ran them two or three times per plan,
+    on whatever steps the config had then); steps stays null until the plan sets it."""
+    from linkbench.config.schema import Config
+
+    calls = []
+    original = Config.check
+    monkeypatch.setattr(Config, "check", lambda self: calls.append(self.steps) or original(self))
+    cfg = compose_config(["data=digits", "epochs=2"])
+    assert cfg.steps is None
+    plan = make_plan(cfg, str(tmp_path), [], CPU)
+    assert calls == [plan.steps] and plan.steps == plan.config.steps > 0
+    assert make_plan(compose_config(), str(tmp_path), [], CPU).steps == 100
+    # rerun.yaml pins the steps the epochs made, and plans again to the same steps.
+    again = make_plan(plan.resolved_config(), str(tmp_path), [], CPU)
+    assert again.steps == plan.steps and again.config.epochs is None
+
+
+def test_a_budget_and_steps_both_set_are_refused_wherever_steps_was_set(compose_config, tmp_path):
+    """Read from the config, not from the override strings: an experiment's steps counts
+    too (gpt_comm sets steps: 100; before, only a command-line steps= was seen)."""
+    with pytest.raises(ConfigError, match=r"epochs=2\.0 and steps=50 both set the length"):
+        make_plan(compose_config(["data=digits", "epochs=2", "steps=50"]), str(tmp_path), [], CPU)
+    with pytest.raises(ConfigError, match="samples=640 and steps=100 both set the length"):
+        cfg = compose_config(["+experiment=gpt_comm", "samples=640"])
+        make_plan(cfg, str(tmp_path), [], CPU)

@@ -48,7 +48,7 @@ def test_the_plan_turns_epochs_into_steps_and_warmup_epochs_into_steps(compose_c
 @pytest.mark.parametrize(
     ("overrides", "plan_overrides", "words"),
     [
-        (["data=digits", "epochs=2"], ["steps=50"], "epochs=2.0 and steps both set"),
+        (["data=digits", "epochs=2"], ["steps=50"], "epochs=2.0 and steps=50 both set"),
         (["epochs=2"], [], "data=synthetic has none"),
         (["epochs=2", "samples=100", "data=digits"], [], "both set a budget"),
         (["data=fake", "data.eval_size=1", "data.size=64"], [], "fewer than the 2 ranks"),

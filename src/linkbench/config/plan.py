@@ -25,10 +25,11 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBas
 
 from linkbench.config.data_sizes import held_out_size, train_size
 from linkbench.config.overrides import key as override_key
-from linkbench.config.overrides import parse, sets
+from linkbench.config.overrides import parse
 from linkbench.config.scaling import LrSchedule, scaled_lr
 from linkbench.config.schema import (
     AUTO,
+    DEFAULT_STEPS,
     BackendName,
     Config,
     DataName,
@@ -153,15 +154,22 @@ class JobPlan:
         return self.nnodes * self.nproc_per_node
 
     @property
+    def steps(self) -> int:
+        """Training steps (``config.steps``, resolved: a number once planned)."""
+        assert self.config.steps is not None
+        return self.config.steps
+
+    @property
     def log_dir(self) -> Path:
         """Per-rank logs: ``<job>/logs``, or ``<job>/logs/repeat<N>`` for later repeats."""
         logs = Path(self.job_dir) / LOG_DIR
         return logs if self.repeat == 0 else logs / f"repeat{self.repeat}"
 
     def resolved_config(self) -> dict[str, Any]:
-        """The config as plain data, with this machine's choices pinned (for rerun.yaml)."""
+        """The config as plain data, with this machine's choices pinned (for rerun.yaml):
+        the steps too, so the budget that made them (epochs, samples) is not given again."""
         plain = typed_to_plain(self.config)
-        plain.update(resume=False, warmup_steps=None)
+        plain.update(resume=False, warmup_steps=None, epochs=None, samples=None)
         return plain
 
 
@@ -369,20 +377,19 @@ def _check_data(config: Config, global_batch: int) -> None:
     )
 
 
-def _resolve_budget(
-    config: Config, world: int, overrides: list[str], notes: list[str]
-) -> tuple[Config, int | None]:
-    """The config with ``steps`` made from ``epochs`` or ``samples`` when either is set, and
-    the steps of one epoch where the data has a size. An epoch is what a DistributedSampler
-    dropping the last partial batch gives: each rank's share of the data in whole batches."""
+def _resolve_budget(config: Config, world: int, notes: list[str]) -> tuple[Config, int | None]:
+    """The config with ``steps`` set: made from ``epochs`` or ``samples`` when either is
+    set, else DEFAULT_STEPS unless given; and the steps of one epoch where the data has a
+    size. An epoch is what a DistributedSampler dropping the last partial batch gives: each
+    rank's share of the data in whole batches."""
     size = train_size(config.data)
     per_epoch = (size // world) // config.batch if size is not None else None
     if config.epochs is None and config.samples is None:
-        return config, per_epoch
+        return dataclasses.replace(config, steps=config.steps or DEFAULT_STEPS), per_epoch
     budget = f"epochs={config.epochs}" if config.epochs is not None else f"samples={config.samples}"
     require(
-        not sets(overrides, "steps"),
-        f"{budget} and steps both set the length of the run; keep one.",
+        config.steps is None,
+        f"{budget} and steps={config.steps} both set the length of the run; keep one.",
     )
     global_batch = config.batch * world
     if config.samples is not None:
@@ -432,7 +439,7 @@ def _scaling_notes(config: Config) -> list[str]:
     ]
 
 
-def _schedule(config: Config, lr: float, steps_per_epoch: int | None) -> LrSchedule:
+def _schedule(config: Config, steps: int, lr: float, steps_per_epoch: int | None) -> LrSchedule:
     s = config.scaling
     warmup = s.lr_warmup_steps
     if s.lr_warmup_epochs:
@@ -446,7 +453,7 @@ def _schedule(config: Config, lr: float, steps_per_epoch: int | None) -> LrSched
     return LrSchedule(
         warmup_steps=warmup,
         start=config.base_lr / lr if s.warmup_from == WarmupFrom.base else 0.0,
-        total_steps=config.steps,
+        total_steps=steps,
         decay=s.decay,
         decay_at=tuple(s.decay_at),
         decay_factor=s.decay_factor,
@@ -547,12 +554,18 @@ def make_plan(
     precision = _resolve_precision(config, device_type, notes)
     _check_machine(config, nnodes * nproc)
     task = config.task.spec()
-    task.check(config, device_type, notes)
     global_batch = config.batch * nproc * nnodes
     steps_per_epoch = None
     if task.trains:
         _check_data(config, global_batch)
-        config, steps_per_epoch = _resolve_budget(config, nproc * nnodes, overrides, notes)
+        config, steps_per_epoch = _resolve_budget(config, nproc * nnodes, notes)
+    else:
+        config = dataclasses.replace(config, steps=config.steps or DEFAULT_STEPS)
+    config.check()
+    assert config.steps is not None  # set by the budget, checked by config.check()
+    steps = config.steps
+    task.check(config, device_type, notes)
+    if task.trains:
         _check_held_out(config, nproc * nnodes)
         notes.extend(_scaling_notes(config))
     env = plan_env(_worker_variables(config), machine.environ)
@@ -572,7 +585,7 @@ def make_plan(
     lr = scaled_lr(config.base_lr, s.rule, global_batch, s.reference_batch)
     cudnn = config.cudnn_benchmark
     if cudnn is None:
-        cudnn = config.steps >= CUDNN_BENCHMARK_MIN_STEPS
+        cudnn = steps >= CUDNN_BENCHMARK_MIN_STEPS
     # One source of truth: the config says what the job runs with.
     config = dataclasses.replace(
         config,
@@ -592,7 +605,7 @@ def make_plan(
         lr=lr,
         env=env,
         notes=notes,
-        schedule=_schedule(config, lr, steps_per_epoch),
+        schedule=_schedule(config, steps, lr, steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
         cudnn_benchmark=cudnn,
         max_bytes=(config.task.max_bytes if isinstance(config.task, AllReduceTask) else None)

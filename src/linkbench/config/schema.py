@@ -145,6 +145,8 @@ class Collective(Choice):
 
 # NVML updates utilisation and PCIe throughput over windows of 20 ms and more.
 MAX_SAMPLE_HZ = 50.0
+# A job's training steps when neither steps, epochs nor samples says.
+DEFAULT_STEPS = 100
 # torch.compile's modes (torch.compile's docstring); hyphens rule out an enum.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 TENSOR_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int8")
@@ -637,7 +639,9 @@ class Config:
     """Per-device batch; the global batch is batch x world size."""
     devices: int | None = None
     """Local ranks; null means every visible GPU, or 2 processes on a machine without one."""
-    steps: int = 100
+    steps: int | None = None
+    """Training steps; null: what ``epochs`` or ``samples`` make, else DEFAULT_STEPS. The
+    plan sets it (:func:`linkbench.config.plan.make_plan`), so a planned job's is a number."""
     epochs: float | None = None
     """The budget in passes over the training data instead of steps (data with a size)."""
     samples: int | None = None
@@ -683,11 +687,9 @@ class Config:
             self.batch > 0,
             f"batch={self.batch} must be a positive per-device batch; e.g. batch=32.",
         )
-        require(self.steps > 0, f"steps={self.steps} must be positive; e.g. steps=100.")
         require(
-            0 <= self.untimed_steps < self.steps,
-            f"untimed_steps={self.untimed_steps} must be at least 0 and below "
-            f"steps={self.steps}, or no step is timed; lower untimed_steps or raise steps.",
+            self.steps is None or self.steps > 0,
+            f"steps={self.steps} must be positive; e.g. steps=100.",
         )
         require(
             self.log_every > 0, f"log_every={self.log_every} must be positive; e.g. log_every=10."
@@ -711,14 +713,37 @@ class Config:
             self.devices is None or self.devices > 0,
             f"devices={self.devices} must be positive, or null for every visible GPU.",
         )
-        self._check_checkpoint()
-        self._check_budget()
-        self._check_debug()
-        self._check_strategy()
         require(
             self.compile_mode in COMPILE_MODES,
             f"compile_mode={self.compile_mode} is not one of {', '.join(COMPILE_MODES)}.",
         )
+        require(
+            self.epochs is None or self.samples is None,
+            f"epochs={self.epochs} and samples={self.samples} both set a budget; keep one.",
+        )
+        require(self.epochs is None or self.epochs > 0, f"epochs={self.epochs} must be positive.")
+        require(
+            self.samples is None or self.samples > 0, f"samples={self.samples} must be positive."
+        )
+
+    def check(self) -> None:
+        """The rules between groups and keys, once, in the plan, on the finished numbers
+        (``steps`` set): each field's own range is checked when the config is built."""
+        assert self.steps is not None, "the plan sets steps before it checks the config"
+        require(
+            0 <= self.untimed_steps < self.steps,
+            f"untimed_steps={self.untimed_steps} must be at least 0 and below "
+            f"steps={self.steps}, or no step is timed; lower untimed_steps or raise steps.",
+        )
+        self._check_checkpoint()
+        every = self.eval.every_steps
+        require(
+            every % self.log_every == 0,
+            f"eval.every_steps={every} must be 0 (at the end) or a multiple of "
+            f"log_every={self.log_every}, so evaluations fall between timing windows.",
+        )
+        self._check_debug(self.steps)
+        self._check_strategy()
 
     @property
     def job_runs(self) -> int:
@@ -740,31 +765,15 @@ class Config:
             "one run; set repeats=1 or checkpoint.every_steps=0.",
         )
 
-    def _check_budget(self) -> None:
-        require(
-            self.epochs is None or self.samples is None,
-            f"epochs={self.epochs} and samples={self.samples} both set a budget; keep one.",
-        )
-        require(self.epochs is None or self.epochs > 0, f"epochs={self.epochs} must be positive.")
-        require(
-            self.samples is None or self.samples > 0, f"samples={self.samples} must be positive."
-        )
-        every = self.eval.every_steps
-        require(
-            every % self.log_every == 0,
-            f"eval.every_steps={every} must be 0 (at the end) or a multiple of "
-            f"log_every={self.log_every}, so evaluations fall between timing windows.",
-        )
-
-    def _check_debug(self) -> None:
+    def _check_debug(self, steps: int) -> None:
         crash = self.debug
         require(crash.crash_rank >= 0, f"debug.crash_rank={crash.crash_rank} must be >= 0.")
         if crash.crash_at_step is None:
             return
         require(
-            1 <= crash.crash_at_step <= self.steps,
+            1 <= crash.crash_at_step <= steps,
             f"debug.crash_at_step={crash.crash_at_step} must be a step from 1 to "
-            f"steps={self.steps}, or null.",
+            f"steps={steps}, or null.",
         )
 
     def check_training(self) -> None:

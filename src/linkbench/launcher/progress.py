@@ -31,7 +31,7 @@ class ProgressBar:
     def __init__(self, plan: JobPlan, enabled: bool) -> None:
         self.enabled = enabled
         self._file = Path(plan.job_dir) / METRICS_FILE
-        self._steps = plan.config.steps
+        self._steps = plan.steps
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

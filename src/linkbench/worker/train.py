@@ -138,7 +138,7 @@ class TrainingRun:
     def run(self) -> None:
         """Every step from the first (or the checkpoint's next) to ``steps``."""
         cfg, me = self.cfg, self.me
-        steps, log_every = cfg.steps, cfg.log_every
+        steps, log_every = self.plan.steps, cfg.log_every
         every = cfg.checkpoint.every_steps
         every_eval = cfg.eval.every_steps if cfg.eval.enabled else 0
         crash_at = cfg.debug.crash_at_step if me.rank == cfg.debug.crash_rank else None
@@ -201,7 +201,7 @@ class TrainingRun:
             time.sleep(cfg.debug.log_delay_ms / 1e3)  # stands for a slow file system
         if self.board is not None:
             self.board.scalars(done, scalars)
-            _log_progress(done, cfg.steps, scalars)
+            _log_progress(done, self.plan.steps, scalars)
             timed_ms = sum(w.ms for w in self.windows)
             partial = summarize(plan, self.windows, timed_ms, self.mean_loss, self.flops)
             write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
@@ -215,7 +215,7 @@ class TrainingRun:
             )
             log.info(
                 "step %d/%d  eval loss %.4f  accuracy %.2f%% of %d held-out samples", done,
-                self.cfg.steps, found["eval_loss"], 100 * found["eval_accuracy"],
+                self.plan.steps, found["eval_loss"], 100 * found["eval_accuracy"],
                 found["eval_samples"],
             )  # fmt: skip
         return found
@@ -238,7 +238,7 @@ class TrainingRun:
             # Peak memory of the training steps, before the probe may capture a second graph.
             metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
         if self.cfg.eval.enabled:  # the model as trained for `steps`, before the probes
-            metrics.update(self._evaluate(self.cfg.steps))
+            metrics.update(self._evaluate(self.plan.steps))
         hw: list[Any] = [None] * me.world_size
         dist.all_gather_object(hw, self.counters.stop(metrics["timed_steps"]))
         self.hw = combine(hw)
@@ -263,8 +263,8 @@ def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
         return {}
     if "comm_exposed_ms" in metrics:
         shown = ("comm_exposed_ms", "comm_fraction", "compute_step_ms")
-        board.scalars(cfg.steps, {f"perf/{key}": metrics[key] for key in shown})
-    board.scalars(cfg.steps, hw_scalars(run.hw))
+        board.scalars(plan.steps, {f"perf/{key}": metrics[key] for key in shown})
+    board.scalars(plan.steps, hw_scalars(run.hw))
     return {"metrics": metrics, "timeline": run.timeline, "hw": run.hw}
 
 
