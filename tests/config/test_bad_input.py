@@ -231,7 +231,7 @@ def test_a_loss_hook_or_optimizer_that_cannot_be_built_is_refused_before_any_wor
         (["-m", "batch=8,8"], "remove the repeated value"),
         (
             ["-m", "batch=8,16", "hydra.callbacks.sweep_summary.baseline=999"],
-            "baseline=999 needs an axis: this sweep does not sweep interconnect (the default "
+            "baseline=999 needs an axis: this sweep does not vary interconnect (the default "
             "axis); add hydra.callbacks.sweep_summary.axis=batch",
         ),
     ],

@@ -22,7 +22,7 @@ from ..conftest import run_cli
         (["batch=8,16", "steps=20", "batch=32,32"], "names batch=32 more than once"),
         (
             ["batch=8,16", "hydra.callbacks.sweep_summary.axis=nonexistent_key"],
-            "axis=nonexistent_key is not a key this sweep sweeps; choose one of batch.",
+            "axis=nonexistent_key is not a key this sweep varies; choose one of batch.",
         ),
         (
             ["batch=8,16", "hydra.callbacks.sweep_summary.axis=batch",

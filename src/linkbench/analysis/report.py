@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -540,25 +541,36 @@ def same_value(value: Any, text: str) -> bool:
         return str(value) == text
 
 
-def axis_problem(results: list[dict[str, Any]], axis: str | None, baseline: Any) -> str | None:
-    """Why ``--axis``/``--baseline`` name nothing this sweep varied (None: they do)."""
-    keys = [k for k in swept_keys(results) if k != "round"]
+def axis_problem(
+    varied: Mapping[str, Sequence[str]],
+    axis: str | None,
+    baseline: Any,
+    option: Callable[[str, Any], str] = lambda name, value: f"--{name} {value}",
+) -> str | None:
+    """Why a summary's axis and baseline name nothing the sweep varied (None: they do), for
+    ``varied``: each key the sweep varies -> its values. ``option`` spells the setting the
+    way the user gave it (``--axis x`` to the report; the sweep's callback key to run.py)."""
+    keys = list(varied)
     if axis is None:
         if baseline is None:
             return None
         if DEFAULT_AXIS not in keys:
             return (
-                f"--baseline {baseline} needs an axis: this sweep does not vary {DEFAULT_AXIS} "
-                f"(the default axis); add --axis {(keys or ['<a key>'])[0]} (or another it "
-                "varies)."
+                f"{option('baseline', baseline)} needs an axis: this sweep does not vary "
+                f"{DEFAULT_AXIS} (the default axis); add {option('axis', (keys or ['<a key>'])[0])}"
+                " (or another key it varies)."
             )
         axis = DEFAULT_AXIS
     if axis not in keys:
-        return f"--axis {axis} is not a key this sweep varies; choose one of {', '.join(keys)}."
-    values = sorted({str(job_settings(r).get(axis)) for r in results})
-    if baseline is not None and not any(same_value(baseline, v) for v in values):
-        shown = ", ".join(values)
-        return f"--baseline {baseline} is not a value of {axis} here; choose one of {shown}."
+        return (
+            f"{option('axis', axis)} is not a key this sweep varies; choose one of "
+            f"{', '.join(keys) or '(none: vary a key first)'}."
+        )
+    if baseline is not None and not any(same_value(baseline, v) for v in varied[axis]):
+        return (
+            f"{option('baseline', baseline)} is not a value of {axis} in this sweep; choose "
+            f"one of {', '.join(varied[axis])}."
+        )
     return None
 
 
@@ -600,7 +612,13 @@ def main(argv: list[str] | None = None) -> int:
     own.update(own_summary_settings(sweep))
     given = {k: getattr(args, k) for k in own if getattr(args, k) is not None}
     chosen = {**own, **given}
-    if problem := axis_problem(load_sweep(sweep), chosen["axis"], chosen["baseline"]):
+    results = load_sweep(sweep)
+    varied = {
+        key: sorted({str(job_settings(r).get(key)) for r in results})
+        for key in swept_keys(results)
+        if key != "round"
+    }
+    if problem := axis_problem(varied, chosen["axis"], chosen["baseline"]):
         print(problem, file=sys.stderr)
         return 2
     out = args.out

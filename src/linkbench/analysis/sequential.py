@@ -128,6 +128,12 @@ def t_boundaries(
     return tuple(bounds)
 
 
+def _first_look(min_rounds: int, max_rounds: int) -> int:
+    """The first look of a design whose sweeper stops nothing before ``min_rounds``: a
+    spread needs FIRST_LOOK pairs, and the last look is ``max_rounds``."""
+    return max(FIRST_LOOK, min(min_rounds, max_rounds))
+
+
 def t_bound(
     pairs: int,
     max_rounds: int,
@@ -137,7 +143,7 @@ def t_bound(
 ) -> float:
     """The |t| a comparison with ``pairs`` paired rounds must reach at this look; inf before
     the first look. Past ``max_rounds`` (a sweep continued), the last look's."""
-    first_look = max(FIRST_LOOK, min(first_look, max_rounds))
+    first_look = _first_look(first_look, max_rounds)
     if pairs < first_look:
         return math.inf
     bounds = t_boundaries(max(max_rounds, FIRST_LOOK), spending, alpha, first_look)
@@ -157,7 +163,7 @@ class Design:
     @property
     def first_look(self) -> int:
         """The first round whose look may decide (and spends)."""
-        return max(FIRST_LOOK, min(self.min_rounds, self.max_rounds))
+        return _first_look(self.min_rounds, self.max_rounds)
 
     def t_bound(self, pairs: int, confidence: float = 0.95) -> float:
         """The |t| at this look for intervals whose looks all hold with ``confidence``."""

@@ -378,14 +378,13 @@ def _check_data(config: Config, global_batch: int) -> None:
 
 
 def _resolve_budget(config: Config, world: int, notes: list[str]) -> tuple[Config, int | None]:
-    """The config with ``steps`` set: made from ``epochs`` or ``samples`` when either is
-    set, else DEFAULT_STEPS unless given; and the steps of one epoch where the data has a
-    size. An epoch is what a DistributedSampler dropping the last partial batch gives: each
-    rank's share of the data in whole batches."""
+    """The config with ``steps`` made from ``epochs`` or ``samples`` when either is set, and
+    the steps of one epoch where the data has a size. An epoch is what a DistributedSampler
+    dropping the last partial batch gives: each rank's share of the data in whole batches."""
     size = train_size(config.data)
     per_epoch = (size // world) // config.batch if size is not None else None
     if config.epochs is None and config.samples is None:
-        return dataclasses.replace(config, steps=config.steps or DEFAULT_STEPS), per_epoch
+        return config, per_epoch
     budget = f"epochs={config.epochs}" if config.epochs is not None else f"samples={config.samples}"
     require(
         config.steps is None,
@@ -559,8 +558,8 @@ def make_plan(
     if task.trains:
         _check_data(config, global_batch)
         config, steps_per_epoch = _resolve_budget(config, nproc * nnodes, notes)
-    else:
-        config = dataclasses.replace(config, steps=config.steps or DEFAULT_STEPS)
+    if config.steps is None:
+        config = dataclasses.replace(config, steps=DEFAULT_STEPS)
     config.check()
     assert config.steps is not None  # set by the budget, checked by config.check()
     steps = config.steps

@@ -777,7 +777,7 @@ class Config:
         )
 
     def check_training(self) -> None:
-        """The rules of a job that trains (``Task.trains``), run once, in the plan: the
+        """The rules of a job that trains (its task's ``trains``), run once, in the plan: the
         model against the data, and the step's execution mode against the rest."""
         self._check_model_and_data()
         self._check_speed()
@@ -799,7 +799,7 @@ class Config:
 
     def _check_strategy(self) -> None:
         """What holds for every strategy; each strategy's own checks run in the plan
-        (``Parallel.check``)."""
+        (:meth:`StrategyConfig.check`)."""
         delay = self.debug.comm_delay_ms
         require(
             not (delay and self.cuda_graphs),

@@ -35,7 +35,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from linkbench.analysis.compare import Comparison, sweep_comparisons
-from linkbench.analysis.report import same_value
+from linkbench.analysis.report import axis_problem
 from linkbench.analysis.sequential import SPENDING, Design, known_spending
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import Configuration, load_sweep
@@ -143,29 +143,12 @@ def check_values(swept: dict[str, list[str]]) -> None:
 
 
 def check_axis(swept: dict[str, list[str]], axis: Any, baseline: Any) -> None:
-    """Refuse a summary axis that is not swept, or a baseline that is not one of its values."""
-    varied = sorted(k for k, v in swept.items() if len(v) > 1)
-    if axis is None:
-        if baseline is None:
-            return
-        if "interconnect" not in varied:
-            raise ConfigError(
-                f"hydra.callbacks.sweep_summary.baseline={baseline} needs an axis: this sweep "
-                "does not sweep interconnect (the default axis); add "
-                f"hydra.callbacks.sweep_summary.axis={(varied or ['<a swept key>'])[0]} "
-                "(or another swept key)."
-            )
-        axis = "interconnect"
-    if axis not in varied:
-        raise ConfigError(
-            f"hydra.callbacks.sweep_summary.axis={axis} is not a key this sweep sweeps; "
-            f"choose one of {', '.join(varied) or '(none: sweep a key first)'}."
-        )
-    if baseline is not None and not any(same_value(baseline, v) for v in swept[axis]):
-        raise ConfigError(
-            f"hydra.callbacks.sweep_summary.baseline={baseline} is not a value of {axis} in "
-            f"this sweep; choose one of {', '.join(swept[axis])}."
-        )
+    """Refuse a summary axis that is not swept, or a baseline that is not one of its values
+    (:func:`linkbench.analysis.report.axis_problem`, as ``report`` refuses them)."""
+    varied = {k: swept[k] for k in sorted(swept) if len(swept[k]) > 1}
+    setting = "hydra.callbacks.sweep_summary.{}={}".format
+    if problem := axis_problem(varied, axis, baseline, setting):
+        raise ConfigError(problem)
 
 
 def check_configurations(jobs: list[list[str]], plan: Callable[[list[str]], None]) -> None:
