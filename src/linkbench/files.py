@@ -22,7 +22,7 @@ MANIFEST_FILE = "manifest.json"
 RERUN_FILE = "rerun.yaml"
 TRACE_DIR = "traces"
 LOG_DIR = "logs"  # a job's logs: each rank's stdout, stderr and NCCL log
-CHECKPOINT_FILE = "checkpoint.pt"
+CHECKPOINT_DIR = "checkpoint"  # one DCP directory per step: checkpoint/step-<N>/
 CHECKPOINT_INFO_FILE = "checkpoint.json"
 COLLECTIVES_CSV = "collectives.csv"  # task=allreduce: one row per collective and size
 LINKS_CSV = "links.csv"  # task=links: one row per copy

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch.distributed.checkpoint import FileSystemReader
 
 from linkbench.files import failure_file
 from linkbench.launcher.failures import first_failure
@@ -263,7 +264,9 @@ def test_resume_continues_a_crashed_job_from_its_checkpoint(tmp_path):
     assert run_cli([*job, f"hydra.run.dir={whole}"]).returncode == 0
     crashed = run_cli([*job, "debug.crash_at_step=9", f"hydra.run.dir={resumed}"])
     assert crashed.returncode != 0
-    assert json.loads((resumed / "checkpoint.json").read_text())["step"] == 6
+    recorded = json.loads((resumed / "checkpoint.json").read_text())
+    assert (recorded["step"], recorded["dir"]) == (6, "checkpoint/step-6")
+    assert sorted(recorded["files"]) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
     done = run_cli([*job, "resume=true", f"hydra.run.dir={resumed}"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert "continues from its checkpoint of step 6" in done.stdout + done.stderr
@@ -282,18 +285,57 @@ def test_resume_over_a_damaged_checkpoint_starts_over_and_keeps_it_aside(tmp_pat
     job += ["task.no_sync_steps=0", f"hydra.run.dir={tmp_path}"]
     crashed = run_cli([*job, "debug.crash_at_step=7"])
     assert crashed.returncode != 0
-    saved = tmp_path / "checkpoint.pt"
-    saved.write_bytes(saved.read_bytes()[:1000])  # a disk that filled up, a copy cut short
+    saved = tmp_path / "checkpoint" / "step-4"
+    assert sorted(p.name for p in saved.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    shard = max(saved.glob("*.distcp"), key=lambda p: p.stat().st_size)
+    shard.write_bytes(shard.read_bytes()[:1000])  # a disk that filled up, a copy cut short
     done = run_cli([*job, "resume=true"])
     assert done.returncode == 0, done.stderr[-3000:]
     console = done.stdout + done.stderr
-    assert "checkpoint.pt is damaged" in console and "starts over from step 0" in console
+    assert f"step-4 is damaged ({shard.name}: 1,000 bytes" in console
+    assert "starts over from step 0" in console
     assert "Traceback" not in console
-    assert (tmp_path / "checkpoint.pt.damaged").stat().st_size == 1000
+    aside = tmp_path / "checkpoint" / "step-4.damaged"
+    assert (aside / shard.name).stat().st_size == 1000
     result = load_result(tmp_path)
     assert result["status"] == "completed"
     assert "resumed_from_step" not in result["metrics"]
     assert any("damaged" in note for note in result["notes"])
+
+
+@pytest.mark.slow
+def test_a_job_killed_whole_resumes_from_its_last_checkpoint_as_if_never_killed(tmp_path):
+    """SIGKILL to the launcher and its workers at once (a lost node, the OOM killer) at any
+    moment, during a checkpoint's write or not: the resumed job continues from the last
+    checkpoint checkpoint.json names and ends bit for bit where an uninterrupted one does;
+    what the killed write left is removed."""
+    job = ["steps=40", "log_every=2", "untimed_steps=2", "batch=4", "checkpoint.every_steps=2"]
+    job += ["task.no_sync_steps=0", "data=fake", "data.size=40", "data.num_workers=0"]
+    job += ["eval.enabled=false"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert run_cli([*job, f"hydra.run.dir={whole}"]).returncode == 0
+    process = subprocess.Popen(
+        [sys.executable, "run.py", *job, f"hydra.run.dir={killed}"], cwd=REPO, env=clean_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while (json.loads(p.read_text())["step"] if (p := killed / "checkpoint.json").exists()
+               else 0) < 10:  # fmt: skip
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)  # somewhere in the next steps or checkpoints
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    step = json.loads((killed / "checkpoint.json").read_text())["step"]
+    assert 10 <= step < 40
+    done = run_cli([*job, "resume=true", f"hydra.run.dir={killed}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(killed)
+    assert result["metrics"]["resumed_from_step"] == step
+    assert result["metrics"]["final_loss"] == load_result(whole)["metrics"]["final_loss"]
+    assert [p.name for p in (killed / "checkpoint").iterdir()] == ["step-38"]
 
 
 @pytest.mark.slow
@@ -309,6 +351,20 @@ def test_a_sharded_job_resumes_from_its_checkpoint_where_it_would_have_ended(tmp
     result = load_result(resumed)
     assert (result["strategy"], result["metrics"]["resumed_from_step"]) == (strategy, 6)
     assert result["metrics"]["final_loss"] == load_result(whole)["metrics"]["final_loss"]
+    # Each rank wrote its own part: FSDP every parameter's shard (one chunk per rank), ZeRO-1
+    # the optimizer state of its partition (each parameter's in one rank's file).
+    metadata = FileSystemReader(resumed / "checkpoint" / "step-6").read_metadata()
+    if strategy == "fsdp":
+        stored = metadata.state_dict_metadata.items()  # parameters, not BatchNorm's buffers
+        params = {k: v for k, v in stored if k.startswith("model.") and k.endswith("weight")}
+        assert params and all(len(v.chunks) == 2 for v in params.values())
+    else:
+        files: dict[str, set[str]] = {}
+        for index, stored in metadata.storage_data.items():
+            if index.fqn.startswith("optimizer.state."):
+                files.setdefault(index.fqn.rsplit(".", 1)[0], set()).add(stored.relative_path)
+        assert {f for where in files.values() for f in where} == {"__0_0.distcp", "__1_0.distcp"}
+        assert all(len(where) == 1 for where in files.values())
 
 
 @pytest.fixture

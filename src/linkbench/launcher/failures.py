@@ -67,6 +67,11 @@ def first_recorded_failure(log_dir: Path, world_size: int) -> tuple[int, str] | 
     return None if rank is None else (rank, recorded[rank]["error"])
 
 
+def ran_out_of_space(log_dir: Path, world_size: int) -> bool:
+    """Whether a rank recorded that it failed for want of space in the job's directory."""
+    return any(r.get("no_space") for r in _recorded(log_dir, world_size).values())
+
+
 def _first_own(recorded: dict[int, dict[str, Any]]) -> int | None:
     """The rank whose own failure (not a stop) was recorded first, if any."""
     own = [rank for rank, data in recorded.items() if not data["stopped"]]

@@ -46,7 +46,7 @@ from linkbench.files import (
 )
 from linkbench.launcher import stopping
 from linkbench.launcher.conditions import snapshot
-from linkbench.launcher.failures import first_failure, first_recorded_failure
+from linkbench.launcher.failures import first_failure, first_recorded_failure, ran_out_of_space
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
 from linkbench.launcher.progress import ProgressBar, console_is_terminal
 from linkbench.launcher.record import JobRecord
@@ -378,8 +378,12 @@ def run_job(cfg: DictConfig) -> float:
             refuse(error)  # its sentence alone (a sweep's jobs were checked before it began)
         raise
     except ChildFailedError as error:
-        rank, message = _failure_message(error, record.current_run())
+        run = record.current_run()
+        rank, message = _failure_message(error, run)
         record.fail(message, rank)
+        if ran_out_of_space(run.log_dir, run.world_size):
+            full = True  # said, with what was kept, once the record is written below
+            return 0.0  # not reached: _out_of_space ends the job
         log.error("job failed: %s", message)
         failed = JobFailed(f"{job_dir}: {message}")
         if hydra_cfg.mode == RunMode.RUN:

@@ -132,7 +132,7 @@ def launch(plan: JobPlan, show_rank0: bool = True) -> dict[int, Any]:
         return elastic_launch(config, worker_main)(plan)
     except json.JSONDecodeError as error:
         # The elastic agent reads each failed rank's error file; a full disk leaves it empty.
-        if disk_full(plan.log_dir):
+        if disk_full(plan.log_dir, error):
             raise OSError(errno.ENOSPC, f"no space left in {plan.log_dir}") from error
         raise
     finally:

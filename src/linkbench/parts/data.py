@@ -70,7 +70,7 @@ def _synthetic(config: Config, batch: int, device: torch.device, seed: int) -> B
     return Batches(forever(), num_classes)
 
 
-def _loader(config: Config, batch: int, me: Rank, start: dict[str, int]) -> Batches:
+def _loader(config: Config, batch: int, me: Rank) -> Batches:
     data, device, world = config.data, me.device, me.world_size
     dataset = datasets.dataset(data, config.model.in_channels, me.local_rank)
     sampler = ResumableSampler(
@@ -94,7 +94,7 @@ def _loader(config: Config, batch: int, me: Rank, start: dict[str, int]) -> Batc
     channels_last = config.model.channels_last and device.type == "cuda"
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
 
-    position = {"epoch": start.get("epoch", 0), "batch": start.get("batch", 0)}
+    position = {"epoch": 0, "batch": 0}  # read when the first batch is taken
 
     def forever() -> Iterator[Batch]:
         while True:
@@ -117,14 +117,13 @@ def _loader(config: Config, batch: int, me: Rank, start: dict[str, int]) -> Batc
     return Batches(forever(), len(classes) if classes else data.num_classes, position, epoch)
 
 
-def make_batches(
-    config: Config, batch: int, me: Rank, start: dict[str, int] | None = None
-) -> Batches:
-    """The batches rank ``me`` trains on, from ``start`` (a checkpoint's data position);
-    synthetic data differs between ranks by seed."""
+def make_batches(config: Config, batch: int, me: Rank) -> Batches:
+    """The batches rank ``me`` trains on; synthetic data differs between ranks by seed. The
+    stream starts at its ``position`` when its first batch is taken, so a checkpoint's
+    position put there before continues the stream where the checkpoint left it."""
     if config.data.name == DataName.synthetic:
         return _synthetic(config, batch, me.device, seed=rank_seed(config.seed, me.rank))
-    return _loader(config, batch, me, start or {})
+    return _loader(config, batch, me)
 
 
 def rank_seed(seed: int, rank: int) -> int:

@@ -17,9 +17,9 @@ so), so it is one module and one YAML file.
 
 A strategy's class owns everything that differs between them at run time: wrapping the
 model, building its
-optimizer, its model's and optimizer's state for checkpoints
-(``torch.distributed.checkpoint.state_dict``'s ``get_state_dict``/``set_state_dict`` unless
-it says otherwise), the context for a step without its collectives (the exposed-communication
+optimizer, its model's and optimizer's state as each rank holds it, for
+``torch.distributed.checkpoint`` to save and load (``get_state_dict``/``set_state_dict``
+unless it says otherwise), the context for a step without its collectives (the exposed-communication
 probe), its own communication timings, and the bytes its collectives move per step.
 """
 
@@ -101,23 +101,20 @@ class Parallel:
         return cls(self.model.parameters(), **kwargs)
 
     def state_dicts(self, optimizer: torch.optim.Optimizer) -> StateDicts:
-        """The whole model's and optimizer's state, on the CPU of rank 0 (empty on the other
-        ranks); collective: every rank calls it."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+        """The model's and optimizer's state as this rank holds it (sharded under FSDP), keyed
+        by parameter name, for ``torch.distributed.checkpoint`` to save each rank's part of
+        (and to load in place); collective: every rank calls it."""
+        from torch.distributed.checkpoint.state_dict import get_state_dict
 
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_state_dict(self.module, optimizer, options=options)
+        return get_state_dict(self.module, optimizer)
 
     def load_state_dicts(
         self, optimizer: torch.optim.Optimizer, model: dict[str, Any], optim: dict[str, Any]
     ) -> None:
-        """Put what :meth:`state_dicts` saved back, on every rank."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+        """Put what :meth:`state_dicts` gave, loaded, back, on every rank."""
+        from torch.distributed.checkpoint.state_dict import set_state_dict
 
-        set_state_dict(
-            self.module, optimizer, model_state_dict=model, optim_state_dict=optim,
-            options=StateDictOptions(full_state_dict=True),
-        )  # fmt: skip
+        set_state_dict(self.module, optimizer, model_state_dict=model, optim_state_dict=optim)
 
     def without_gradient_sync(
         self, optimizer: torch.optim.Optimizer | None = None
@@ -215,18 +212,37 @@ class ZeroOne(DataParallel):
         return ZeroRedundancyOptimizer(self.model.parameters(), optimizer_class=cls, **kwargs)
 
     def state_dicts(self, optimizer: torch.optim.Optimizer) -> StateDicts:
-        """The model's state, and the optimizer's consolidated on rank 0 (None elsewhere):
-        ``get_state_dict`` does not know ZeroRedundancyOptimizer."""
-        optimizer.consolidate_state_dict(to=0)  # type: ignore[attr-defined]
-        main = dist.get_rank() == 0
-        return self.module.state_dict(), optimizer.state_dict() if main else None
+        """The model's state, and this rank's partition of the optimizer state
+        (``ZeroRedundancyOptimizer.optim``) flattened to one key per parameter name and
+        setting, so each rank saves and loads its own keys whatever the number of ranks."""
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_optimizer_state_dict,
+        )
+
+        options = StateDictOptions(flatten_optimizer_state_dict=True)
+        local = optimizer.optim  # type: ignore[attr-defined]
+        optim = get_optimizer_state_dict(self.module, local, options=options)
+        return self.module.state_dict(), optim
 
     def load_state_dicts(
         self, optimizer: torch.optim.Optimizer, model: dict[str, Any], optim: dict[str, Any]
     ) -> None:
-        """Every rank loads the whole state; ZeroRedundancyOptimizer keeps its share."""
+        """The model on every rank, this rank's partition into its local optimizer, whose
+        settings (the learning rate the schedule reached) go back to the global param groups
+        that ZeroRedundancyOptimizer copies into it at every step."""
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_optimizer_state_dict,
+        )
+
         self.module.load_state_dict(model)
-        optimizer.load_state_dict(optim)
+        local = optimizer.optim  # type: ignore[attr-defined]
+        options = StateDictOptions(flatten_optimizer_state_dict=True)
+        set_optimizer_state_dict(self.module, local, optim, options=options)
+        for mine, whole in zip(local.param_groups, optimizer.param_groups, strict=True):
+            if mine["params"]:
+                whole.update({k: v for k, v in mine.items() if k != "params"})
 
     def comm_bytes(self, config: Config) -> dict[str, float]:
         params = tensor_bytes(p for p in self.module.parameters() if p.requires_grad)

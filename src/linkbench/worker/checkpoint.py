@@ -1,33 +1,46 @@
-"""Checkpoints of a training job, and continuing a killed job from its latest one.
+"""Checkpoints of a training job through ``torch.distributed.checkpoint`` (DCP), and
+continuing a killed job from its latest one.
 
-Every ``checkpoint.every_steps`` steps (at a logging step, between timing windows) rank 0
-writes ``checkpoint.pt`` in the job directory: the model (without its DDP wrapper) and the
-optimizer, whole, as the strategy gives them (``Parallel.state_dicts``), the GradScaler and
-learning-rate schedule, the step, the data position (epoch and batches taken from it) and
-every rank's RNG states. It goes to a temporary file that is then
-renamed over the old one, so a job killed while writing keeps its previous checkpoint;
-``checkpoint.json`` beside it (written the same way, after it) names the step, the file's
-size and its SHA-256, so the launching process knows where a ``resume=true`` run continues
-and that the file is whole (:func:`usable_checkpoint`) before any worker loads it.
-The other ranks wait at a barrier meanwhile, and the time is not counted as training time.
+Every ``checkpoint.every_steps`` steps (at a logging step, between timing windows) every rank
+calls ``dcp.save`` into ``checkpoint/step-<N>/`` in the job directory: each rank writes its
+own file (``__<rank>_0.distcp``) with what it holds. Under FSDP that is its shard of the
+parameters and of the optimizer state (DTensors); under ZeRO-1 its partition of the optimizer
+state, keyed by parameter name (so any number of ranks can read it back); what every rank
+holds whole (DDP's model, the GradScaler, the learning-rate schedule, the step, the data
+position) is written once, by DCP's de-duplication. Each rank's RNG states go under its own
+key. Nothing is gathered to one rank, so a model larger than one host's memory can be
+checkpointed.
+
+A checkpoint is whole only once ``checkpoint.json`` names it: after ``dcp.save`` returns on
+every rank (its ``.metadata`` is written last, after every rank's file), each rank hashes the
+files it wrote, rank 0 writes ``checkpoint.json`` (the step, the directory, every file's size
+and SHA-256) atomically and only then removes the previous step's directory. A job killed
+while writing keeps its previous checkpoint; a failed write (a full disk) removes the new
+directory. The launching process reads ``checkpoint.json`` (:func:`usable_checkpoint`) to know
+where a ``resume=true`` run continues and that every file is whole before any worker loads
+it. The time is not counted as training time.
+
+The data position is two integers (the epoch and the batches taken from it), saved here with
+the rest: the sampler is a ``DistributedSampler`` whose permutation depends on the seed and
+the epoch alone, so the position restores the stream bit for bit. torchdata's
+``StatefulDataLoader`` would keep the same two numbers (it fast-forwards a sampler without
+state of its own by the batches it yielded) behind one more dependency, and it does not know
+the epoch, which ``set_epoch`` gives the sampler outside the loader; it is not used.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 
-from linkbench.files import (
-    CHECKPOINT_FILE,
-    CHECKPOINT_INFO_FILE,
-    read_json,
-    replace_atomically,
-    write_json,
-)
+from linkbench.files import CHECKPOINT_DIR, CHECKPOINT_INFO_FILE, read_json, write_json
 from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
 
@@ -42,67 +55,120 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _described(path: Path) -> dict[str, Any]:
+    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
 def usable_checkpoint(job_dir: Path, move_aside: bool = True) -> tuple[int | None, str | None]:
     """(step of the job's checkpoint, None), or (None, why it cannot be used), or (None, None)
-    when there is none. A checkpoint whose size or SHA-256 differs from what checkpoint.json
-    recorded is damaged: it is moved aside (``checkpoint.pt.damaged``; by one process of the
-    job only, ``move_aside``) and the job starts over."""
+    when there is none. A checkpoint with a file missing, or whose size or SHA-256 differs
+    from what checkpoint.json recorded, is damaged: its directory is moved aside
+    (``step-<N>.damaged``; by one process of the job only, ``move_aside``) and the job starts
+    over."""
     info = read_json(job_dir / CHECKPOINT_INFO_FILE)
-    path = job_dir / CHECKPOINT_FILE
-    if info is None or not path.is_file():
+    if info is None or "files" not in info:
         return None, None
-    size = path.stat().st_size
-    if size != info.get("bytes") or _sha256(path) != info.get("sha256"):
-        aside = path.with_name(path.name + DAMAGED_SUFFIX)
-        if move_aside:
-            path.replace(aside)
+    where = job_dir / info["dir"]
+    for name, recorded in info["files"].items():
+        path = where / name
+        found = path.stat().st_size if path.is_file() else None
+        if found == recorded["bytes"] and _sha256(path) == recorded["sha256"]:
+            continue
+        aside = where.with_name(where.name + DAMAGED_SUFFIX)
+        if move_aside and where.is_dir():
+            shutil.rmtree(aside, ignore_errors=True)
+            where.replace(aside)
+        what = "missing" if found is None else f"{found:,} bytes"
         return None, (
-            f"{path} is damaged ({size:,} bytes, checkpoint.json recorded "
-            f"{info.get('bytes', 0):,} and its SHA-256); it was moved to {aside.name} and the "
-            "job starts over from step 0"
+            f"{where} is damaged ({name}: {what}, checkpoint.json recorded "
+            f"{recorded['bytes']:,} bytes and its SHA-256); it was moved to {aside.name} and "
+            "the job starts over from step 0"
         )
     return int(info["step"]), None
 
 
-def _rng_state(device: torch.device) -> dict[str, Any]:
-    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-    return {"cpu": torch.get_rng_state(), "cuda": cuda}
+def _rng_key(rank: int) -> str:
+    return f"rng_rank{rank}"
+
+
+def _state(
+    stepper: Stepper, step: int, data: dict[str, int], rng_rank: int, device: torch.device
+) -> dict[str, Any]:
+    """What a checkpoint holds, as DCP saves it (and as :func:`restore` loads it in place)."""
+    model, optimizer = stepper.parallel.state_dicts(stepper.optimizer)
+    cuda = device.type == "cuda"
+    return {
+        "step": step,
+        "model": model,
+        "optimizer": optimizer,
+        "grad_scaler": stepper.scaler.state_dict(),
+        "schedule": stepper.schedule.state_dict(),
+        "data": dict(data),
+        _rng_key(rng_rank): {
+            "cpu": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state(device) if cuda else None,
+        },
+    }
 
 
 def save(job_dir: Path, stepper: Stepper, step: int, data: dict[str, int], me: Rank) -> None:
     """Write the checkpoint of ``step`` (collective: every rank calls it)."""
-    rng: list[Any] = [None] * me.world_size
-    dist.all_gather_object(rng, _rng_state(me.device))
-    model, optimizer = stepper.parallel.state_dicts(stepper.optimizer)
+    root = job_dir / CHECKPOINT_DIR
+    where = root / f"step-{step}"
+    if me.is_main:  # what a killed write left, named by no checkpoint.json
+        shutil.rmtree(where, ignore_errors=True)
+    dist.barrier()
+    try:
+        dcp.save(_state(stepper, step, data, me.rank, me.device), checkpoint_id=where)
+        mine = {p.name: _described(p) for p in where.glob(f"__{me.rank}_*.distcp")}
+    except CheckpointException as error:  # every rank gets every rank's errors: the first's
+        shutil.rmtree(where, ignore_errors=True)
+        rank, (first, _) = min(error.failures.items(), key=lambda item: item[0])
+        if isinstance(first, OSError):  # a full disk, say: said as such, where and when
+            what = first.strerror or str(first)
+            raise OSError(first.errno, f"{what}: rank {rank} writing {where}") from error
+        raise first from error
+    except BaseException:
+        shutil.rmtree(where, ignore_errors=True)
+        raise
+    files: list[dict[str, Any] | None] = [None] * me.world_size
+    dist.all_gather_object(files, mine)
     if me.is_main:
-        state = {
-            "step": step,
-            "model": model,
-            "optimizer": optimizer,
-            "grad_scaler": stepper.scaler.state_dict(),
-            "schedule": stepper.schedule.state_dict(),
-            "data": dict(data),
-            "rng": rng,
-        }
-        path = job_dir / CHECKPOINT_FILE
-        replace_atomically(path, lambda tmp: torch.save(state, tmp))
-        info = {"step": step, "bytes": path.stat().st_size, "sha256": _sha256(path)}
-        write_json(job_dir / CHECKPOINT_INFO_FILE, info)
+        try:
+            described = {".metadata": _described(where / ".metadata")}
+            for each in files:
+                described.update(each or {})
+            info = {
+                "step": step,
+                "dir": str(where.relative_to(job_dir)),
+                "world_size": me.world_size,
+                "files": dict(sorted(described.items())),
+            }
+            write_json(job_dir / CHECKPOINT_INFO_FILE, info)
+        except BaseException:
+            shutil.rmtree(where, ignore_errors=True)
+            raise
+        for old in root.iterdir():
+            if old != where and not old.name.endswith(DAMAGED_SUFFIX):
+                shutil.rmtree(old, ignore_errors=True)
     dist.barrier()
 
 
-def load(job_dir: Path, device: torch.device) -> dict[str, Any]:
-    """The job's latest checkpoint, its tensors on ``device`` (where a capturable
-    optimizer's learning-rate tensor must stay)."""
-    return torch.load(job_dir / CHECKPOINT_FILE, map_location=device, weights_only=True)
-
-
-def restore(state: dict[str, Any], stepper: Stepper, me: Rank) -> None:
-    """Put a checkpoint's model, optimizer, scaler, schedule and this rank's RNG back."""
+def restore(job_dir: Path, stepper: Stepper, position: dict[str, int], me: Rank) -> int:
+    """Load the job's checkpoint into the model, optimizer, scaler, schedule, the data
+    ``position`` and this rank's RNG (collective); the checkpoint's step. A rank beyond the
+    checkpoint's ranks takes rank 0's RNG states."""
+    info = read_json(job_dir / CHECKPOINT_INFO_FILE)
+    assert info is not None, "the launcher found this checkpoint usable"
+    rng_rank = me.rank if me.rank < int(info.get("world_size", 1)) else 0
+    state = _state(stepper, 0, position, rng_rank, me.device)
+    dcp.load(state, checkpoint_id=job_dir / info["dir"])
     stepper.parallel.load_state_dicts(stepper.optimizer, state["model"], state["optimizer"])
     stepper.scaler.load_state_dict(state["grad_scaler"])
     stepper.schedule.load_state_dict(state["schedule"])
-    rng = state["rng"][me.rank] if me.rank < len(state["rng"]) else state["rng"][0]
+    rng = state[_rng_key(rng_rank)]
     torch.set_rng_state(rng["cpu"].cpu())
     if me.device.type == "cuda" and rng["cuda"] is not None:
         torch.cuda.set_rng_state(rng["cuda"].cpu(), me.device)
+    position.update(state["data"])
+    return int(state["step"])

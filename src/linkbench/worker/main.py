@@ -160,8 +160,9 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         # The launcher keeps the traceback in an error file; the rank's log should show it too.
         # A stop signal arriving now (the launcher stops the other ranks when one fails) must
         # not cut the record short.
+        full = disk_full(plan.job_dir, error)
         with stops_held():
-            record_failure(plan.log_dir, rank, error)
+            record_failure(plan.log_dir, rank, error, full)
         if isinstance(error, tuple(STOP_SIGNALS)):
             log.warning("rank %d stopped: %s", rank, error or "interrupted")
             if not plan.in_place:  # a stop is no error of this rank's: exit without traceback
@@ -169,7 +170,7 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         if peer_left(error):  # one line: the rank that left says why (its traceback is kept)
             log.error("rank %d stopped: another rank left the job (%s)", rank, first)
-        elif disk_full(plan.job_dir):  # torch.save says "iostream error", not ENOSPC
+        elif full:
             log.error("rank %d stopped: no space left in %s (%s)", rank, plan.job_dir, first)
         else:
             log.exception("rank %d failed", rank)

@@ -13,6 +13,7 @@ tells which rank failed first (:mod:`linkbench.launcher.failures`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -78,13 +79,15 @@ def watch_launcher() -> None:
         threading.Thread(target=_watch, args=(int(pid),), daemon=True, name="watch").start()
 
 
-def record_failure(log_dir: Path, rank: int, error: BaseException) -> None:
-    """Leave this rank's failure, with its time, for the launching process (where it fits:
-    on a full disk the error itself is what the launcher must hear)."""
+def record_failure(log_dir: Path, rank: int, error: BaseException, no_space: bool) -> None:
+    """Leave this rank's failure, with its time and whether its disk was full, for the
+    launching process (where it fits: on a full disk the error itself is what the launcher
+    must hear)."""
     record = {
         "time": time.time(),
         "error": f"{type(error).__name__}: {error}".strip(),
         "stopped": isinstance(error, tuple(STOP_SIGNALS)),
+        "no_space": no_space,
         "traceback": "".join(traceback.format_exception(error)),
     }
     with contextlib.suppress(OSError):
@@ -110,8 +113,15 @@ def peer_left(error: BaseException) -> bool:
 FULL_BELOW_BYTES = 1 << 20  # a disk with less free space is taken as full
 
 
-def disk_full(directory: str | Path) -> bool:
-    """Whether the disk holding ``directory`` is (all but) full."""
+def disk_full(directory: str | Path, error: BaseException) -> bool:
+    """Whether ``error`` says no space was left (itself or what it was raised from), or the
+    disk holding ``directory`` is (all but) full: torch.save says "iostream error", not
+    ENOSPC."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+            return True
+        cause = cause.__cause__
     try:
         return shutil.disk_usage(directory).free < FULL_BELOW_BYTES
     except OSError:

@@ -98,21 +98,20 @@ def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | N
     torch.manual_seed(cfg.seed)
     precision.configure_tf32(plan.precision == PrecisionName.tf32)
     torch.backends.cudnn.benchmark = plan.cudnn_benchmark
-    state = checkpoint.load(Path(plan.job_dir), device) if plan.resume_step is not None else None
-    start = state["data"] if state else None
-    batches = make_batches(cfg, cfg.batch, me, start)
+    batches = make_batches(cfg, cfg.batch, me)
     model = build_model(cfg.model, batches.num_classes).to(device)
     model = materialize(model, cfg.model, cfg.data.image_size)
     if cfg.model.channels_last and device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
     stepper = Stepper(plan, model, batches.stream, device)
-    if state:
-        checkpoint.restore(state, stepper, me)
-        log.info("resumed from the checkpoint of step %d", state["step"])
+    first = 0
+    if plan.resume_step is not None:  # before the stream's first batch: it starts there
+        first = checkpoint.restore(Path(plan.job_dir), stepper, batches.position, me)
+        log.info("resumed from the checkpoint of step %d", first)
     flops = None
     if me.is_main and plan.flops_per_sample:
         flops = FlopRate(plan.flops_per_sample, peak_tflops(device, plan.precision))
-    return stepper, batches, state["step"] if state else 0, flops
+    return stepper, batches, first, flops
 
 
 class TrainingRun:
