@@ -3,6 +3,15 @@
 ``synthetic`` makes one batch on the device and yields it every step, so no input pipeline
 is in the measurement. The others go through a DataLoader with a DistributedSampler
 (``set_epoch`` every epoch), pinned memory on GPU and non-blocking copies.
+
+Where a stream is, for a checkpoint, is two integers: the epoch and the batches taken from
+it. The sampler's permutation depends on the seed and the epoch alone, so a stream started
+from them (its sampler skipping the indices already taken, without loading their samples)
+continues bit for bit. torchdata's ``StatefulDataLoader`` is not used: for a sampler without
+state of its own it keeps the same count ("the number of batches yielded", used "to naively
+fast-forward the sampler": pytorch/data, ``torchdata/stateful_dataloader/README.md``), and
+the epoch, which ``set_epoch`` gives the sampler outside the loader, would still be ours; it
+would add a dependency and save nothing.
 """
 
 from __future__ import annotations

@@ -20,12 +20,8 @@ directory. The launching process reads ``checkpoint.json`` (:func:`usable_checkp
 where a ``resume=true`` run continues and that every file is whole before any worker loads
 it. The time is not counted as training time.
 
-The data position is two integers (the epoch and the batches taken from it), saved here with
-the rest: the sampler is a ``DistributedSampler`` whose permutation depends on the seed and
-the epoch alone, so the position restores the stream bit for bit. torchdata's
-``StatefulDataLoader`` would keep the same two numbers (it fast-forwards a sampler without
-state of its own by the batches it yielded) behind one more dependency, and it does not know
-the epoch, which ``set_epoch`` gives the sampler outside the loader; it is not used.
+The data position is the stream's two integers (:mod:`linkbench.parts.data`, which says why
+torchdata's ``StatefulDataLoader`` is not used).
 """
 
 from __future__ import annotations
