@@ -219,11 +219,24 @@ def test_a_new_strategy_with_a_setting_of_its_own_is_one_dataclass(compose_confi
             super().check(config)
             require(self.tp_size >= 1, f"strategy.tp_size={self.tp_size} must be at least 1.")
 
+        def model_parallel_sizes(self):
+            return self.tp_size, 1
+
     ConfigStore.instance().store(group="strategy", name="tp", node=TensorParallelStrategy)
-    plan = make_plan(compose_config(["strategy=tp", "strategy.tp_size=2"]), str(tmp_path), [],
-                     Machine(0))  # fmt: skip
+    plan = make_plan(compose_config(["strategy=tp", "strategy.tp_size=2", "batch=8"]),
+                     str(tmp_path), [], Machine(0))  # fmt: skip
     assert isinstance(plan.config.strategy, TensorParallelStrategy)
     assert plan.config.strategy.tp_size == 2
+    # Its 2 ranks are one replica of the model: the global batch is one replica's batch.
+    assert (plan.world_size, plan.layout.data, plan.layout.tensor) == (2, 1, 2)
+    assert plan.global_batch == 8
+    with pytest.raises(
+        ConfigError,
+        match=r"strategy=tp takes 3 tensor-parallel x 1 pipeline "
+        "ranks per replica of the model, which does not divide the world of 2",
+    ):
+        make_plan(compose_config(["strategy=tp", "strategy.tp_size=3"]), str(tmp_path), [],
+                  Machine(0))  # fmt: skip
     with pytest.raises(ConfigError, match=r"strategy\.tp_size=0 must be at least 1"):
         make_plan(compose_config(["strategy=tp", "strategy.tp_size=0"]), str(tmp_path), [],
                   Machine(0))  # fmt: skip

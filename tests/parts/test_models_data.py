@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from PIL import Image
 
+from linkbench.config.data_sizes import held_out_size
+from linkbench.config.layout import Layout
 from linkbench.config.plan import Machine, make_plan
 from linkbench.config.scaling import scaled_lr
 from linkbench.config.schema import OptimizerConfig
-from linkbench.parts.data import make_batches
+from linkbench.parts.data import held_out_batches, make_batches
 from linkbench.parts.flops import train_flops_per_sample
 from linkbench.parts.models import build_model, cross_entropy
 from linkbench.parts.optim import optimizer_class
@@ -52,6 +56,25 @@ def test_synthetic_data_differs_between_ranks(compose_config, tmp_path):
     b, _ = next(make_batches(config, 4, Rank(1, 1, 2, CPU)).stream)
     assert a.shape == (4, 3, 32, 32)
     assert not torch.equal(a, b)
+
+
+def test_data_follows_the_data_parallel_rank_not_the_world(compose_config, tmp_path):
+    """With 2 tensor-parallel ranks per replica on 4 ranks: the ranks of one replica take
+    the same batches, the 2 replicas different ones (synthetic data by seed, a DataLoader's
+    by its sampler's share), and the held-out split is shared by the replicas."""
+    layout = Layout(4, tensor=2)
+    ranks = [Rank(r, r, 4, CPU, layout) for r in range(4)]
+    assert [(me.dp_rank, me.dp_size, me.holds_loss) for me in ranks] == [
+        (0, 2, True), (0, 2, False), (1, 2, True), (1, 2, False),
+    ]  # fmt: skip
+    for overrides in (["batch=2"], ["batch=2", "data=fake", "data.size=8", "data.num_workers=0"]):
+        config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+        first = [next(make_batches(config, 2, me).stream)[0] for me in ranks]
+        assert torch.equal(first[0], first[1]) and torch.equal(first[2], first[3])
+        assert not torch.equal(first[0], first[2])
+    held_out = [[x.sum().item() for x, _ in held_out_batches(config, 4, me)] for me in ranks]
+    assert held_out[0] == held_out[1] and held_out[2] == held_out[3]
+    assert len(held_out[0]) + len(held_out[2]) == math.ceil(held_out_size(config.data) / 4)
 
 
 def test_fake_data_shards_across_ranks(compose_config, tmp_path):

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from linkbench.config.data_sizes import held_out_size, train_size
+from linkbench.config.layout import Layout, fits
 from linkbench.config.overrides import key as override_key
 from linkbench.config.overrides import parse
 from linkbench.config.scaling import LrSchedule, scaled_lr
@@ -107,7 +108,10 @@ class JobPlan:
     overrides: list[str]
     job_dir: str
     device_type: str
+    layout: Layout
+    """The world as data-parallel replicas x tensor x pipeline ranks."""
     global_batch: int
+    """Samples of one step over every data-parallel replica: ``batch x layout.data``."""
     lr: float
     env: EnvPlan
     notes: list[str]
@@ -151,7 +155,7 @@ class JobPlan:
 
     @property
     def world_size(self) -> int:
-        return self.nnodes * self.nproc_per_node
+        return self.layout.world_size
 
     @property
     def steps(self) -> int:
@@ -377,12 +381,15 @@ def _check_data(config: Config, global_batch: int) -> None:
     )
 
 
-def _resolve_budget(config: Config, world: int, notes: list[str]) -> tuple[Config, int | None]:
+def _resolve_budget(
+    config: Config, replicas: int, notes: list[str]
+) -> tuple[Config, int | None]:
     """The config with ``steps`` made from ``epochs`` or ``samples`` when either is set, and
     the steps of one epoch where the data has a size. An epoch is what a DistributedSampler
-    dropping the last partial batch gives: each rank's share of the data in whole batches."""
+    dropping the last partial batch gives: each data-parallel replica's share of the data in
+    whole batches."""
     size = train_size(config.data)
-    per_epoch = (size // world) // config.batch if size is not None else None
+    per_epoch = (size // replicas) // config.batch if size is not None else None
     if config.epochs is None and config.samples is None:
         return config, per_epoch
     budget = f"epochs={config.epochs}" if config.epochs is not None else f"samples={config.samples}"
@@ -390,7 +397,7 @@ def _resolve_budget(config: Config, world: int, notes: list[str]) -> tuple[Confi
         config.steps is None,
         f"{budget} and steps={config.steps} both set the length of the run; keep one.",
     )
-    global_batch = config.batch * world
+    global_batch = config.batch * replicas
     if config.samples is not None:
         steps = math.ceil(config.samples / global_batch)
     else:
@@ -402,8 +409,8 @@ def _resolve_budget(config: Config, world: int, notes: list[str]) -> tuple[Confi
         assert per_epoch is not None and config.epochs is not None
         require(
             per_epoch > 0,
-            f"data={config.data.name} gives each of {world} ranks fewer than one batch of "
-            f"{config.batch}; lower batch.",
+            f"data={config.data.name} gives each of {replicas} data-parallel replicas fewer "
+            f"than one batch of {config.batch}; lower batch.",
         )
         steps = math.ceil(config.epochs * per_epoch)
     notes.append(
@@ -414,16 +421,28 @@ def _resolve_budget(config: Config, world: int, notes: list[str]) -> tuple[Confi
     return dataclasses.replace(config, steps=steps, untimed_steps=untimed), per_epoch
 
 
-def _check_held_out(config: Config, world: int) -> None:
+def _check_held_out(config: Config, replicas: int) -> None:
     if not config.eval.enabled:
         return
     size = held_out_size(config.data)
     require(
-        size is None or size >= world,
+        size is None or size >= replicas,
         f"the held-out split of data={config.data.name} has {size} samples, fewer than the "
-        f"{world} ranks that share it; raise data.eval_size or data.eval_fraction, or set "
-        "eval.enabled=false.",
+        f"{replicas} data-parallel replicas that share it; raise data.eval_size or "
+        "data.eval_fraction, or set eval.enabled=false.",
     )
+
+
+def _layout(config: Config, world_size: int) -> Layout:
+    """The world divided by the ranks one replica of the model takes (the strategy says)."""
+    tensor, pipeline = config.strategy.model_parallel_sizes()
+    require(
+        fits(world_size, tensor, pipeline),
+        f"strategy={config.strategy.name} takes {tensor} tensor-parallel x {pipeline} pipeline "
+        f"ranks per replica of the model, which does not divide the world of {world_size} "
+        "ranks; change the strategy's sizes or devices.",
+    )
+    return Layout(world_size, tensor, pipeline)
 
 
 def _scaling_notes(config: Config) -> list[str]:
@@ -552,12 +571,14 @@ def make_plan(
     nnodes = _nodes(machine, nproc)
     precision = _resolve_precision(config, device_type, notes)
     _check_machine(config, nnodes * nproc)
+    config.strategy.check(config)  # its own keys, before the layout they make
+    layout = _layout(config, nnodes * nproc)
     task = config.task.spec()
-    global_batch = config.batch * nproc * nnodes
+    global_batch = config.batch * layout.data
     steps_per_epoch = None
     if task.trains:
         _check_data(config, global_batch)
-        config, steps_per_epoch = _resolve_budget(config, nproc * nnodes, notes)
+        config, steps_per_epoch = _resolve_budget(config, layout.data, notes)
     if config.steps is None:
         config = dataclasses.replace(config, steps=DEFAULT_STEPS)
     config.check()
@@ -565,7 +586,7 @@ def make_plan(
     steps = config.steps
     task.check(config, device_type, notes)
     if task.trains:
-        _check_held_out(config, nproc * nnodes)
+        _check_held_out(config, layout.data)
         notes.extend(_scaling_notes(config))
     env = plan_env(_worker_variables(config), machine.environ)
     notes.extend(env.warnings(str(config.interconnect.name)))
@@ -592,12 +613,12 @@ def make_plan(
         precision=dataclasses.replace(config.precision, name=precision),
         devices=nproc,
     )
-    config.strategy.check(config)
     return JobPlan(
         config=config,
         overrides=list(overrides),
         job_dir=str(job_dir),
         device_type=device_type,
+        layout=layout,
         nnodes=nnodes,
         in_place=machine.outside is not None,
         global_batch=global_batch,

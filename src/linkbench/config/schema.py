@@ -391,6 +391,11 @@ class StrategyConfig:
             "strategy._target_", self._target_, "linkbench.parts.strategy.Parallel", "comm_bytes"
         )
 
+    def model_parallel_sizes(self) -> tuple[int, int]:
+        """(tensor-parallel, pipeline) ranks one replica of the model takes; the plan divides
+        the world by them (:mod:`linkbench.config.layout`). Data-parallel only: (1, 1)."""
+        return 1, 1
+
     def check(self, config: Config) -> None:
         """Refuse, in one sentence naming the key and the fix, what this strategy cannot run
         (a ConfigError); runs in the plan, before any worker starts. A capability the

@@ -50,6 +50,7 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
         "task": str(c.task.name),
         "headline": task.headline,
         "world_size": plan.world_size,
+        "layout": plan.layout.describe(),
         "nnodes": plan.nnodes,
         "backend": plan.backend,
         "device_type": plan.device_type,

@@ -80,10 +80,10 @@ def _synthetic(config: Config, batch: int, device: torch.device, seed: int) -> B
 
 
 def _loader(config: Config, batch: int, me: Rank) -> Batches:
-    data, device, world = config.data, me.device, me.world_size
+    data, device, replicas = config.data, me.device, me.dp_size
     dataset = datasets.dataset(data, config.model.in_channels, me.local_rank)
     sampler = ResumableSampler(
-        dataset, num_replicas=world, rank=me.rank, shuffle=True, seed=config.seed, drop_last=True
+        dataset, replicas, me.dp_rank, shuffle=True, seed=config.seed, drop_last=True
     )
     workers = data.num_workers
     loader = DataLoader(
@@ -97,8 +97,9 @@ def _loader(config: Config, batch: int, me: Rank) -> Batches:
     )
     if len(loader) == 0:
         raise ValueError(
-            f"data={data.name} gives each of {world} ranks {len(sampler)} samples, fewer than "
-            f"one batch of {batch}; use more data or a smaller batch."
+            f"data={data.name} gives each of {replicas} data-parallel replicas "
+            f"{len(sampler)} samples, fewer than one batch of {batch}; use more data or a "
+            "smaller batch."
         )
     channels_last = config.model.channels_last and device.type == "cuda"
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -122,22 +123,23 @@ def _loader(config: Config, batch: int, me: Rank) -> Batches:
     classes = getattr(dataset, "classes", None) or getattr(
         getattr(dataset, "dataset", None), "classes", None
     )
-    epoch = len(loader) * batch * world  # drop_last: whole global batches only
+    epoch = len(loader) * batch * replicas  # drop_last: whole global batches only
     return Batches(forever(), len(classes) if classes else data.num_classes, position, epoch)
 
 
 def make_batches(config: Config, batch: int, me: Rank) -> Batches:
-    """The batches rank ``me`` trains on; synthetic data differs between ranks by seed. The
+    """The batches rank ``me`` trains on: its data-parallel replica's (synthetic data differs
+    between replicas by seed; the ranks of one replica take the same batches). The
     stream starts at its ``position`` when its first batch is taken, so a checkpoint's
     position put there before continues the stream where the checkpoint left it."""
     if config.data.name == DataName.synthetic:
-        return _synthetic(config, batch, me.device, seed=rank_seed(config.seed, me.rank))
+        return _synthetic(config, batch, me.device, seed=rank_seed(config.seed, me.dp_rank))
     return _loader(config, batch, me)
 
 
 def rank_seed(seed: int, rank: int) -> int:
-    """A seed of this rank's own, distinct from every other rank's for any job seed below
-    :data:`RANK_SEED_STRIDE`."""
+    """A seed of this (data-parallel) rank's own, distinct from every other's for any job
+    seed below :data:`RANK_SEED_STRIDE`."""
     return seed * RANK_SEED_STRIDE + rank
 
 
@@ -155,13 +157,14 @@ def _synthetic_held_out(config: Config, device: torch.device) -> TensorDataset:
 
 
 def held_out_batches(config: Config, batch: int, me: Rank) -> Iterator[Batch]:
-    """This rank's share of the held-out split, every sample once over all ranks (rank r
-    takes samples r, r + world, ...: no padding duplicates), on the rank's device."""
+    """This rank's share of the held-out split, every sample once over the data-parallel
+    replicas (replica r takes samples r, r + replicas, ...: no padding duplicates), on the
+    rank's device."""
     if config.data.name == DataName.synthetic:
         held_out: Any = _synthetic_held_out(config, me.device)
     else:
         held_out = datasets.dataset(config.data, config.model.in_channels, me.local_rank, True)
-    mine = Subset(held_out, list(range(me.rank, len(held_out), me.world_size)))
+    mine = Subset(held_out, list(range(me.dp_rank, len(held_out), me.dp_size)))
     loader = DataLoader(mine, batch_size=batch, num_workers=0, pin_memory=me.device.type == "cuda")
     for inputs, targets in loader:
         yield inputs.to(me.device, non_blocking=True), targets.to(me.device, non_blocking=True)

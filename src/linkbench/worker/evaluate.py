@@ -2,9 +2,10 @@
 
 Every rank runs the model in eval mode, without gradients and with the step's autocast,
 with the training loss (``model.loss``, a mean over a batch's samples),
-over its own share (:func:`linkbench.parts.data.held_out_batches`: every sample once, no
-padding duplicates); the summed loss, correct predictions and sample count are all-reduced,
-so the figures are exact for the whole split whatever the number of ranks. Evaluations run
+over its data-parallel replica's share (:func:`linkbench.parts.data.held_out_batches`:
+every sample once, no padding duplicates); the summed loss, correct predictions and sample
+count of the rank holding each replica's loss are all-reduced, so the figures are exact for
+the whole split whatever the number of ranks and replicas. Evaluations run
 between timing windows (at logging steps, and once after the last timed step), so their
 time is never training time. For token models a "sample" is a token and top-1 accuracy is
 next-token accuracy.
@@ -44,6 +45,8 @@ def evaluate(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, float]:
                 totals += torch.stack([loss, correct.double(), count.double()])
     finally:
         module.train(was_training)
+    if not me.holds_loss:  # its replica's figures are counted by the rank that holds them
+        totals.zero_()
     dist.all_reduce(totals)
     loss_sum, correct, count = totals.tolist()
     return {"eval_loss": loss_sum / count, "eval_accuracy": correct / count, "eval_samples": count}

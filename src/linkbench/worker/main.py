@@ -129,7 +129,7 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
     watch_launcher()
     local_rank = int(os.environ["LOCAL_RANK"])
     device = _setup_device(plan, local_rank)
-    me = Rank(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)
+    me = Rank(rank, local_rank, int(os.environ["WORLD_SIZE"]), device, plan.layout)
     timeout_s = plan.config.dist_timeout_s
     world: dict[str, Any] = {}  # the rendezvous: the elastic agent's, or the link's own
     if plan.link is not None:

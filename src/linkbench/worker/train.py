@@ -180,17 +180,18 @@ class TrainingRun:
             window = Window(done - self.window_start, self.timer.stop())
             self.windows.append(window)
             self.window_start = done
-            per_device = cfg.batch / (window.step_ms / 1e3)
+            samples_per_sec = plan.global_batch / (window.step_ms / 1e3)
+            per_device = samples_per_sec / plan.world_size
             scalars["perf/step_time_ms"] = window.step_ms
-            scalars["perf/samples_per_sec"] = per_device * plan.world_size
+            scalars["perf/samples_per_sec"] = samples_per_sec
             scalars["perf/samples_per_sec_per_device"] = per_device
             if self.flops is not None and self.flops.peak_tflops:
                 scalars["perf/mfu"] = self.flops.metrics(per_device)["mfu"]
         _check_finite(float(self.loss_sum), done - self.loss_count + 1, done, me.rank)
         self.stepper.recalibrate_delays()
-        self.mean_loss = sum_over_ranks(self.loss_sum, me.device) / (
-            self.loss_count * me.world_size
-        )
+        # Each data-parallel replica's loss once, from the rank that holds it.
+        held = self.loss_sum if me.holds_loss else torch.zeros_like(self.loss_sum)
+        self.mean_loss = sum_over_ranks(held, me.device) / (self.loss_count * me.dp_size)
         scalars["train/loss"] = self.mean_loss
         self.loss_sum.zero_()
         self.loss_count = 0
