@@ -381,9 +381,7 @@ def _check_data(config: Config, global_batch: int) -> None:
     )
 
 
-def _resolve_budget(
-    config: Config, replicas: int, notes: list[str]
-) -> tuple[Config, int | None]:
+def _resolve_budget(config: Config, replicas: int, notes: list[str]) -> tuple[Config, int | None]:
     """The config with ``steps`` made from ``epochs`` or ``samples`` when either is set, and
     the steps of one epoch where the data has a size. An epoch is what a DistributedSampler
     dropping the last partial batch gives: each data-parallel replica's share of the data in
