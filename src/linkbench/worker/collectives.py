@@ -109,7 +109,48 @@ class AllReduce(Task):
 
     @classmethod
     def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
-        return run_collectives(plan, me, board)
+        """Time every op at every size; rank 0 (``board`` given) writes CSV and TensorBoard."""
+        task = plan.config.task
+        assert isinstance(task, AllReduceTask)
+        device, world = me.device, me.world_size
+        rows = []
+        for op in map(str, task.ops):
+            for size in message_sizes(task.min_bytes, plan.max_bytes, task.size_factor):
+                row = time_collective(op, size, task, device, world)
+                rows.append(row)
+                if board is not None:
+                    step = round(math.log2(row["bytes"]))
+                    board.scalars(
+                        step,
+                        {
+                            f"collectives/{op}/busbw_gb_s": row["busbw_gb_s"],
+                            f"collectives/{op}/algbw_gb_s": row["algbw_gb_s"],
+                            f"collectives/{op}/time_us": row["time_us"],
+                        },
+                    )
+        if board is None:
+            return {}
+        with (Path(plan.job_dir) / COLLECTIVES_CSV).open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+        log.info("collective bandwidth, %d ranks (step in TensorBoard = log2 bytes):\n%s", world,
+                 format_table(rows))  # fmt: skip
+        if world == 1:
+            log.warning(
+                "one rank: collectives move no data between GPUs, so busbw is 0 by definition and "
+                "algbw times a local copy (or nothing, for the in-place all_reduce)."
+            )
+        headline = [r for r in rows if r["op"] == str(task.ops[0])]
+        best = max(headline, key=lambda r: (r["busbw_gb_s"], r["bytes"]))
+        board.scalars(0, {"perf/busbw_gb_s_peak": best["busbw_gb_s"]})
+        metrics = {
+            "busbw_gb_s_peak": best["busbw_gb_s"],
+            "algbw_gb_s_at_peak": best["algbw_gb_s"],
+            "peak_op": best["op"],
+            "peak_bytes": best["bytes"],
+        }
+        return {"metrics": metrics, "collectives": rows}
 
     @classmethod
     def finish(cls, fields: dict[str, Any], plan: JobPlan, hardware: dict[str, Any]) -> None:
@@ -131,48 +172,3 @@ class AllReduce(Task):
         )  # fmt: skip
         if "health" in result:
             log.info("health: %s", result["health"]["line"])
-
-
-def run_collectives(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
-    """Time every op at every size; rank 0 (``board`` given) writes CSV and TensorBoard."""
-    task = plan.config.task
-    assert isinstance(task, AllReduceTask)
-    device, world = me.device, me.world_size
-    rows = []
-    for op in map(str, task.ops):
-        for size in message_sizes(task.min_bytes, plan.max_bytes, task.size_factor):
-            row = time_collective(op, size, task, device, world)
-            rows.append(row)
-            if board is not None:
-                step = round(math.log2(row["bytes"]))
-                board.scalars(
-                    step,
-                    {
-                        f"collectives/{op}/busbw_gb_s": row["busbw_gb_s"],
-                        f"collectives/{op}/algbw_gb_s": row["algbw_gb_s"],
-                        f"collectives/{op}/time_us": row["time_us"],
-                    },
-                )
-    if board is None:
-        return {}
-    with (Path(plan.job_dir) / COLLECTIVES_CSV).open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    log.info("collective bandwidth, %d ranks (step in TensorBoard = log2 bytes):\n%s", world,
-             format_table(rows))  # fmt: skip
-    if world == 1:
-        log.warning(
-            "one rank: collectives move no data between GPUs, so busbw is 0 by definition and "
-            "algbw times a local copy (or nothing, for the in-place all_reduce)."
-        )
-    headline = [r for r in rows if r["op"] == str(task.ops[0])]
-    best = max(headline, key=lambda r: (r["busbw_gb_s"], r["bytes"]))
-    board.scalars(0, {"perf/busbw_gb_s_peak": best["busbw_gb_s"]})
-    metrics = {
-        "busbw_gb_s_peak": best["busbw_gb_s"],
-        "algbw_gb_s_at_peak": best["algbw_gb_s"],
-        "peak_op": best["op"],
-        "peak_bytes": best["bytes"],
-    }
-    return {"metrics": metrics, "collectives": rows}

@@ -183,7 +183,35 @@ class Links(Task):
 
     @classmethod
     def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
-        return run_links(plan, me, board)
+        """``task=links`` on rank 0 over every visible GPU; the other ranks wait."""
+        task = plan.config.task
+        assert isinstance(task, LinksTask)
+        sizes = list(task.sizes_mb)
+        rows = measure_links(sizes, task.warmup_iters, task.iters) if me.is_main else []
+        dist.barrier()
+        if board is None:
+            return {}
+        with (Path(plan.job_dir) / LINKS_CSV).open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        log.info("link bandwidth, GB/s (1e9 bytes):\n%s", format_table(rows))
+        gpus = torch.cuda.device_count()
+        notes = [] if gpus > 1 else ["one GPU: pairs need two GPUs; host copies and on-device only"]
+        notes += slow_pairs(rows)
+        for note in notes:
+            log.warning(note)
+        largest = max(r["size_mb"] for r in rows)
+        for r in rows:
+            if r["size_mb"] == largest:
+                board.scalars(0, {f"links/{r['kind']}/{r['src']}_to_{r['dst']}_gb_s": r["gb_s"]})
+        host = [r for r in rows if r["kind"] == "h2d" and r["size_mb"] == largest]
+        metrics = {"host_to_device_gb_s": max(r["gb_s"] for r in host), "gpus": gpus}
+        matrices = {k: matrix(rows, k) for k in PAIR_KINDS if any(r["kind"] == k for r in rows)}
+        from linkbench.analysis.plots import plot_link_matrices  # matplotlib: rank 0 only
+
+        plot_link_matrices(Path(plan.job_dir), matrices)
+        return {"metrics": metrics, "links": {"rows": rows, "matrices": matrices, "notes": notes}}
 
     @classmethod
     def report(cls, result: dict[str, Any]) -> None:
@@ -192,34 +220,3 @@ class Links(Task):
             "done: host to GPU %.1f GB/s over %d GPU(s) -> %s",
             metrics["host_to_device_gb_s"], metrics["gpus"], Path(result["job_dir"]) / RESULT_FILE,
         )  # fmt: skip
-
-
-def run_links(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
-    """``task=links`` on rank 0 over every visible GPU; the other ranks wait."""
-    task = plan.config.task
-    assert isinstance(task, LinksTask)
-    rows = measure_links(list(task.sizes_mb), task.warmup_iters, task.iters) if me.is_main else []
-    dist.barrier()
-    if board is None:
-        return {}
-    with (Path(plan.job_dir) / LINKS_CSV).open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    log.info("link bandwidth, GB/s (1e9 bytes):\n%s", format_table(rows))
-    gpus = torch.cuda.device_count()
-    notes = [] if gpus > 1 else ["one GPU: pairs need two GPUs; host copies and on-device only"]
-    notes += slow_pairs(rows)
-    for note in notes:
-        log.warning(note)
-    largest = max(r["size_mb"] for r in rows)
-    for r in rows:
-        if r["size_mb"] == largest:
-            board.scalars(0, {f"links/{r['kind']}/{r['src']}_to_{r['dst']}_gb_s": r["gb_s"]})
-    host = [r for r in rows if r["kind"] == "h2d" and r["size_mb"] == largest]
-    metrics = {"host_to_device_gb_s": max(r["gb_s"] for r in host), "gpus": gpus}
-    matrices = {k: matrix(rows, k) for k in PAIR_KINDS if any(r["kind"] == k for r in rows)}
-    from linkbench.analysis.plots import plot_link_matrices  # matplotlib: rank 0 only
-
-    plot_link_matrices(Path(plan.job_dir), matrices)
-    return {"metrics": metrics, "links": {"rows": rows, "matrices": matrices, "notes": notes}}

@@ -248,26 +248,6 @@ class TrainingRun:
         return metrics
 
 
-def train(plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
-    """Run the job's steps on this rank; rank 0 returns the job's metrics and timeline."""
-    cfg = plan.config
-    run = TrainingRun(plan, me, board)
-    log.info(
-        "training %s with %s on %d x %s (%s, %s%s), global batch %d, lr %.4g",
-        cfg.model.name, cfg.strategy.name, me.world_size, me.device.type, plan.backend,
-        plan.precision, execution_mode(cfg), plan.global_batch, plan.lr,
-    )  # fmt: skip
-    run.run()
-    metrics = run.metrics()
-    if board is None:
-        return {}
-    if "comm_exposed_ms" in metrics:
-        shown = ("comm_exposed_ms", "comm_fraction", "compute_step_ms")
-        board.scalars(plan.steps, {f"perf/{key}": metrics[key] for key in shown})
-    board.scalars(plan.steps, hw_scalars(run.hw))
-    return {"metrics": metrics, "timeline": run.timeline, "hw": run.hw}
-
-
 def hw_scalars(hw: dict[str, Any]) -> dict[str, float]:
     """TensorBoard's ``hw/rank<N>/<counter>`` of every rank that had counters."""
     return {
@@ -329,7 +309,23 @@ class Train(Task):
 
     @classmethod
     def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
-        return train(plan, me, board)
+        """Run the job's steps on this rank; rank 0 returns the job's metrics and timeline."""
+        cfg = plan.config
+        run = TrainingRun(plan, me, board)
+        log.info(
+            "training %s with %s on %d x %s (%s, %s%s), global batch %d, lr %.4g",
+            cfg.model.name, cfg.strategy.name, me.world_size, me.device.type, plan.backend,
+            plan.precision, execution_mode(cfg), plan.global_batch, plan.lr,
+        )  # fmt: skip
+        run.run()
+        metrics = run.metrics()
+        if board is None:
+            return {}
+        if "comm_exposed_ms" in metrics:
+            shown = ("comm_exposed_ms", "comm_fraction", "compute_step_ms")
+            board.scalars(plan.steps, {f"perf/{key}": metrics[key] for key in shown})
+        board.scalars(plan.steps, hw_scalars(run.hw))
+        return {"metrics": metrics, "timeline": run.timeline, "hw": run.hw}
 
     @classmethod
     def report(cls, result: dict[str, Any]) -> None:
