@@ -7,8 +7,10 @@ and a crash never destroys the last good copy.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ TRACE_DIR = "traces"
 LOG_DIR = "logs"  # a job's logs: each rank's stdout, stderr and NCCL log
 CHECKPOINT_DIR = "checkpoint"  # one DCP directory per step: checkpoint/step-<N>/
 CHECKPOINT_INFO_FILE = "checkpoint.json"
+COMPILE_CACHE_DIR = ".compile_cache"  # in a sweep's directory, shared by its jobs
 COLLECTIVES_CSV = "collectives.csv"  # task=allreduce: one row per collective and size
 LINKS_CSV = "links.csv"  # task=links: one row per copy
 SUMMARY_CSV = "summary.csv"  # a sweep's: one row per configuration
@@ -102,3 +105,47 @@ def headline(result: dict[str, Any]) -> tuple[str, str]:
         result.get("task", "train"), "samples_per_sec"
     )
     return name, unit(name)
+
+
+DAMAGED_SUFFIX = ".damaged"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def describe_file(path: Path) -> dict[str, Any]:
+    """A file's size and SHA-256, as checkpoint.json records them."""
+    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def usable_checkpoint(job_dir: Path, move_aside: bool = True) -> tuple[int | None, str | None]:
+    """(step of the job's checkpoint, None), or (None, why it cannot be used), or (None, None)
+    when there is none. A checkpoint with a file missing, or whose size or SHA-256 differs
+    from what checkpoint.json recorded, is damaged: its directory is moved aside
+    (``step-<N>.damaged``; by one process of the job only, ``move_aside``) and the job starts
+    over."""
+    info = read_json(job_dir / CHECKPOINT_INFO_FILE)
+    if info is None or "files" not in info:
+        return None, None
+    where = job_dir / info["dir"]
+    for name, recorded in info["files"].items():
+        path = where / name
+        found = path.stat().st_size if path.is_file() else None
+        if found == recorded["bytes"] and _sha256(path) == recorded["sha256"]:
+            continue
+        aside = where.with_name(where.name + DAMAGED_SUFFIX)
+        if move_aside and where.is_dir():
+            shutil.rmtree(aside, ignore_errors=True)
+            where.replace(aside)
+        what = "missing" if found is None else f"{found:,} bytes"
+        return None, (
+            f"{where} is damaged ({name}: {what}, checkpoint.json recorded "
+            f"{recorded['bytes']:,} bytes and its SHA-256); it was moved to {aside.name} and "
+            "the job starts over from step 0"
+        )
+    return int(info["step"]), None

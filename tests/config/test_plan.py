@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.plan import Machine, OutsideWorld, make_plan
 from linkbench.config.schema import options
 from linkbench.errors import ConfigError
+from linkbench.files import describe_file
 
 from ..conftest import CONF
 
@@ -235,3 +238,36 @@ def test_a_budget_and_steps_both_set_are_refused_wherever_steps_was_set(compose_
     with pytest.raises(ConfigError, match="samples=640 and steps=100 both set the length"):
         cfg = compose_config(["+experiment=gpt_comm", "samples=640"])
         make_plan(cfg, str(tmp_path), [], CPU)
+
+
+def test_the_plan_is_finished_when_make_plan_returns(compose_config, tmp_path):
+    """The parts check (handed in: it needs torch), the sweep's compile cache and the resume
+    step are set by make_plan; nothing changes the plan afterwards."""
+    calls = []
+
+    def parts_check(config, lr):
+        calls.append((config.model.name, lr))
+        return 1234
+
+    cfg = compose_config(["compile=true", "resume=true"])
+    plan = make_plan(cfg, str(tmp_path), [], CPU, parts_check, sweep_dir="/sweep")
+    assert calls == [("tiny", plan.lr)]
+    assert plan.flops_per_sample == 1234
+    assert plan.compile_cache_dir == "/sweep/.compile_cache"
+    assert plan.resume_step is None  # no checkpoint yet
+    # A whole checkpoint is continued from; a damaged one is set aside by rank 0's process.
+    saved = tmp_path / "checkpoint" / "step-6"
+    saved.mkdir(parents=True)
+    (saved / "__0_0.distcp").write_bytes(b"state")
+    info = {"step": 6, "dir": "checkpoint/step-6", "world_size": 2,
+            "files": {"__0_0.distcp": describe_file(saved / "__0_0.distcp")}}  # fmt: skip
+    (tmp_path / "checkpoint.json").write_text(json.dumps(info))
+    assert make_plan(compose_config(["resume=true"]), str(tmp_path), [], CPU).resume_step == 6
+    (saved / "__0_0.distcp").write_bytes(b"stat")
+    other_rank = Machine(0, outside=OutsideWorld(rank=1, world_size=2, local_world_size=2))
+    plan = make_plan(compose_config(["resume=true"]), str(tmp_path), [], other_rank)
+    assert plan.resume_step is None and saved.is_dir()
+    plan = make_plan(compose_config(["resume=true"]), str(tmp_path), [], CPU)
+    assert plan.resume_step is None and not saved.exists()
+    assert any("step-6 is damaged (__0_0.distcp: 4 bytes" in note for note in plan.notes)
+    assert (tmp_path / "checkpoint" / "step-6.damaged" / "__0_0.distcp").read_bytes() == b"stat"

@@ -156,7 +156,7 @@ class RoundsSweeper(BasicSweeper):
         if summary.get("_target_") != LINKBENCH_SUMMARY:
             return  # another Hydra app: its configurations are not linkbench's to plan
         check_axis(swept, summary.get("axis"), summary.get("baseline"))
-        from linkbench.launcher.job import checked  # torch: only once a sweep is planned
+        from linkbench.launcher.parts_check import check_parts  # torch: once a sweep is planned
 
         machine = Machine.current()
         sweep_dir = str(self.config.hydra.sweep.dir)
@@ -165,7 +165,7 @@ class RoundsSweeper(BasicSweeper):
             cfg = loader.load_sweep_config(self.config, job)
             with open_dict(cfg):
                 del cfg["hydra"]
-            checked(make_plan(cfg, sweep_dir, job, machine))
+            make_plan(cfg, sweep_dir, job, machine, check_parts)
 
         check_configurations(jobs, plan)
 

@@ -15,7 +15,7 @@ import dataclasses
 import math
 import os
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from linkbench.config.schema import (
 )
 from linkbench.config.tasks import AllReduceTask
 from linkbench.errors import ConfigError
-from linkbench.files import LOG_DIR
+from linkbench.files import COMPILE_CACHE_DIR, LOG_DIR, usable_checkpoint
 from linkbench.link.emulated import LinkSpec
 from linkbench.link.interconnect import EnvPlan, plan_env
 from linkbench.link.netns import emulation_problem
@@ -128,11 +128,13 @@ class JobPlan:
     steps_per_epoch: int | None = None
     """Steps of one pass over the training data (data with a size only)."""
     compile_cache_dir: str | None = None
-    """compile=true: the sweep's shared compile cache (None: torch's per-user default)."""
+    """compile=true in a sweep: the sweep's shared compile cache (None: torch's per-user
+    default)."""
     cudnn_benchmark: bool = True
     """cudnn_benchmark resolved: auto is on when the run is long enough to repay the tuning."""
     flops_per_sample: int | None = None
-    """Training FLOPs of one sample (:mod:`linkbench.parts.flops`), counted by the launcher."""
+    """Training FLOPs of one sample (:mod:`linkbench.parts.flops`), counted by the plan's
+    ``parts_check`` (None without one)."""
     resume_step: int | None = None
     """With ``resume=true``: the step of the checkpoint the job continues from."""
     link: LinkSpec | None = None
@@ -431,6 +433,18 @@ def _check_held_out(config: Config, replicas: int) -> None:
     )
 
 
+def _resume_step(config: Config, job_dir: Path, machine: Machine, notes: list[str]) -> int | None:
+    """With ``resume=true``: the step of the job's usable checkpoint. A damaged one is set
+    aside by rank 0's process only (under an outside launcher every rank plans), and said."""
+    if not config.resume:
+        return None
+    main = machine.outside is None or machine.outside.rank == 0
+    step, problem = usable_checkpoint(job_dir, move_aside=main)
+    if problem:
+        notes.append(f"resume: {problem}")
+    return step
+
+
 def _layout(config: Config, world_size: int) -> Layout:
     """The world divided by the ranks one replica of the model takes (the strategy says)."""
     tensor, pipeline = config.strategy.model_parallel_sizes()
@@ -543,11 +557,25 @@ def follow_machine(cfg: DictConfig, overrides: list[str], machine: Machine) -> D
     return cfg
 
 
+PartsCheck = Callable[[Config, float], int]
+"""Builds a training job's parts where that is cheap (at the learning rate given) and refuses
+what cannot build; returns the training FLOPs of one sample. It needs torch, so the launcher
+hands it in (:func:`linkbench.launcher.parts_check.check_parts`)."""
+
+
 def make_plan(
-    cfg: DictConfig | Config, job_dir: str, overrides: list[str], machine: Machine | None = None
+    cfg: DictConfig | Config,
+    job_dir: str,
+    overrides: list[str],
+    machine: Machine | None = None,
+    parts_check: PartsCheck | None = None,
+    sweep_dir: str | None = None,
 ) -> JobPlan:
     """Check ``cfg`` and resolve it for this machine (``model=auto`` and ``precision=auto``
-    included); raises ConfigError on bad input."""
+    included) into the finished plan of the job in ``job_dir``: with ``parts_check``, its
+    parts built and its FLOPs counted; in a sweep (``sweep_dir``), its compile cache the
+    sweep's; with ``resume=true``, the step its checkpoint continues from (a damaged one set
+    aside, by one process of the job). Raises ConfigError on bad input."""
     machine = machine or Machine.current()
     if isinstance(cfg, DictConfig):
         cfg = follow_machine(cfg, overrides, machine)
@@ -601,6 +629,8 @@ def make_plan(
         )
     s = config.scaling
     lr = scaled_lr(config.base_lr, s.rule, global_batch, s.reference_batch)
+    flops = parts_check(config, lr) if parts_check is not None and task.trains else None
+    resume_step = _resume_step(config, Path(job_dir), machine, notes)
     cudnn = config.cudnn_benchmark
     if cudnn is None:
         cudnn = steps >= CUDNN_BENCHMARK_MIN_STEPS
@@ -626,6 +656,11 @@ def make_plan(
         schedule=_schedule(config, steps, lr, steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
         cudnn_benchmark=cudnn,
+        flops_per_sample=flops,
+        resume_step=resume_step,
+        compile_cache_dir=(
+            str(Path(sweep_dir) / COMPILE_CACHE_DIR) if config.compile and sweep_dir else None
+        ),
         max_bytes=(config.task.max_bytes if isinstance(config.task, AllReduceTask) else None)
         or DEFAULT_MAX_BYTES[device_type],
     )

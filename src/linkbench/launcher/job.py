@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import importlib
 import json
 import logging
 import shutil
@@ -22,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -32,7 +30,6 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from linkbench.config.overrides import key, parse
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import InterconnectName
-from linkbench.config.targets import hydra_lookups_quiet
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted, end, refuse
 from linkbench.files import (
     METRICS_FILE,
@@ -48,22 +45,18 @@ from linkbench.launcher import stopping
 from linkbench.launcher.conditions import snapshot
 from linkbench.launcher.failures import first_failure, first_recorded_failure, ran_out_of_space
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
+from linkbench.launcher.parts_check import check_parts
 from linkbench.launcher.progress import ProgressBar, console_is_terminal
 from linkbench.launcher.record import JobRecord
 from linkbench.link.nccl_log import parse_files, requested_vs_used
 from linkbench.link.netns import LinkError, Network, new_spec
 from linkbench.link.transport import verify, verify_link
 from linkbench.parts.datasets import fetch
-from linkbench.parts.flops import train_flops_per_sample
-from linkbench.parts.models import loss_function
-from linkbench.parts.optim import optimizer_class
-from linkbench.worker import checkpoint
 from linkbench.worker.main import worker_main
 from linkbench.worker.stop import Stopped
 from linkbench.worker.task import Task, task_class
 
 log = logging.getLogger("linkbench")
-COMPILE_CACHE_DIR = ".compile_cache"  # in the sweep's directory, shared by its jobs
 
 
 def _failure_message(error: ChildFailedError, plan: JobPlan) -> tuple[int, str]:
@@ -127,79 +120,6 @@ def timing_overheads(
     if "first_step_done_at" in timeline:
         out["launch_to_first_step_s"] = timeline["first_step_done_at"] - launched_at
     return out
-
-
-def _cause(error: Exception) -> str:
-    """The error behind ``error`` (Hydra wraps an import's or a constructor's own), as one
-    line: its type and message."""
-    cause = error.__cause__ or error
-    return f"{type(cause).__name__}: {cause}".replace("\n", " ")
-
-
-def check_parts(plan: JobPlan) -> None:
-    """The loss, the communication hook and the optimizer a training job names, resolved,
-    and the optimizer built once over one CPU parameter: a bad name or keyword is one
-    sentence before any worker starts, not a traceback from a rank."""
-    c = plan.config
-    if not c.task.spec().trains:
-        return
-    try:
-        with hydra_lookups_quiet():
-            loss_function(c.model)
-    except Exception as error:
-        raise ConfigError(
-            f"model.loss={c.model.loss} cannot be imported ({_cause(error)}); name a function "
-            "loss(outputs, targets), e.g. linkbench.parts.models.cross_entropy."
-        ) from None
-    hook = c.comm_hook
-    for part, spec in (("hook", hook.hook), ("state", hook.state)):
-        target = (spec or {}).get("_target_")
-        try:
-            if target is not None:
-                module, _, name = str(target).rpartition(".")
-                getattr(importlib.import_module(module), name)
-        except Exception as error:
-            raise ConfigError(
-                f"comm_hook.{part}._target_={target} cannot be imported ({_cause(error)}); "
-                f"name a {'function' if part == 'hook' else 'class'} by its dotted path, e.g. "
-                "those of conf/comm_hook/powersgd.yaml."
-            ) from None
-    try:
-        with hydra_lookups_quiet():
-            cls, kwargs = optimizer_class(
-                c.optimizer, plan.lr, c.model.weight_decay, torch.device("cpu"), grad_scaler=False
-            )
-        cls([torch.nn.Parameter(torch.zeros(1))], **kwargs)
-    except Exception as error:
-        raise ConfigError(
-            f"optimizer={c.optimizer.name} ({c.optimizer._target_} with optimizer.kwargs="
-            f"{dict(c.optimizer.kwargs)}) cannot be built: {_cause(error)}; fix "
-            "optimizer._target_ or optimizer.kwargs."
-        ) from None
-
-
-def checked(plan: JobPlan) -> JobPlan:
-    """The plan, its loss, optimizer and model checked by building them where that is cheap
-    (the model on the meta device, which also counts its FLOPs)."""
-    check_parts(plan)
-    return with_flops(plan)
-
-
-def with_flops(plan: JobPlan) -> JobPlan:
-    """The plan with the training FLOPs of one sample, for MFU (train jobs only). Building
-    the model here, on the meta device, also refuses a model config that cannot build."""
-    c = plan.config
-    if not c.task.spec().trains:
-        return plan
-    try:
-        flops = train_flops_per_sample(c.model, c.data.image_size)
-    except Exception as error:
-        raise ConfigError(
-            f"model={c.model.name} ({c.model._target_} with model.kwargs) cannot be built for "
-            f"data.image_size={c.data.image_size}: {_cause(error)}; fix model._target_ or "
-            "model.kwargs."
-        ) from None
-    return dataclasses.replace(plan, flops_per_sample=flops)
 
 
 def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> None:
@@ -276,17 +196,12 @@ def emulated_network(plan: JobPlan) -> Iterator[tuple[JobPlan, Network | None]]:
         yield dataclasses.replace(plan, link=spec), network
 
 
-def _plan_job(cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine) -> JobPlan:
-    plan = make_plan(cfg, str(job_dir), overrides, machine)
-    if not plan.config.resume:
-        return plan
-    step, problem = checkpoint.usable_checkpoint(job_dir)
-    if problem:
-        log.warning("resume: %s", problem)
-        plan.notes.append(f"resume: {problem}")
-    if step is not None:
-        log.info("resume: %s continues from its checkpoint of step %d", job_dir, step)
-        plan = dataclasses.replace(plan, resume_step=step)
+def _plan_job(
+    cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine, sweep_dir: str | None
+) -> JobPlan:
+    plan = make_plan(cfg, str(job_dir), overrides, machine, check_parts, sweep_dir)
+    if plan.resume_step is not None:
+        log.info("resume: %s continues from its checkpoint of step %d", job_dir, plan.resume_step)
     return plan
 
 
@@ -297,11 +212,7 @@ def _run_other_rank(
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
         root.removeHandler(handler)  # rank 0 alone writes the job's log file
-    plan = make_plan(cfg, str(job_dir), overrides, machine)
-    if plan.config.resume:  # rank 0 moves a damaged checkpoint aside; the others only read
-        step = checkpoint.usable_checkpoint(job_dir, move_aside=False)[0]
-        plan = dataclasses.replace(plan, resume_step=step)
-    worker_main(plan)
+    worker_main(make_plan(cfg, str(job_dir), overrides, machine, check_parts))
     return 0.0
 
 
@@ -359,11 +270,9 @@ def run_job(cfg: DictConfig) -> float:
     job_started_at = time.time()
     full = False  # the job's directory filled up
     try:
-        plan = checked(_plan_job(cfg, job_dir, overrides, machine))
+        sweep_dir = str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None
+        plan = _plan_job(cfg, job_dir, overrides, machine, sweep_dir)
         fetch(plan.config.data)  # data.download=true: once, before any worker
-        if plan.config.compile and hydra_cfg.mode == RunMode.MULTIRUN:
-            sweep_cache = str(Path(hydra_cfg.sweep.dir) / COMPILE_CACHE_DIR)
-            plan = dataclasses.replace(plan, compile_cache_dir=sweep_cache)
         plan.notes.extend(_unswept(hydra_cfg))
         record.planned(plan)
         record.fields["auto"] = _auto_choices(hydra_cfg, plan)

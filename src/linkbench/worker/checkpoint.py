@@ -16,9 +16,9 @@ every rank (its ``.metadata`` is written last, after every rank's file), each ra
 files it wrote, rank 0 writes ``checkpoint.json`` (the step, the directory, every file's size
 and SHA-256) atomically and only then removes the previous step's directory. A job killed
 while writing keeps its previous checkpoint; a failed write (a full disk) removes the new
-directory. The launching process reads ``checkpoint.json`` (:func:`usable_checkpoint`) to know
-where a ``resume=true`` run continues and that every file is whole before any worker loads
-it. The time is not counted as training time.
+directory. The plan reads ``checkpoint.json`` (:func:`linkbench.files.usable_checkpoint`) to
+know where a ``resume=true`` run continues and that every file is whole before any worker
+loads it. The time is not counted as training time.
 
 The data position is the stream's two integers (:mod:`linkbench.parts.data`, which says why
 torchdata's ``StatefulDataLoader`` is not used).
@@ -26,7 +26,6 @@ torchdata's ``StatefulDataLoader`` is not used).
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -36,51 +35,16 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
-from linkbench.files import CHECKPOINT_DIR, CHECKPOINT_INFO_FILE, read_json, write_json
+from linkbench.files import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_INFO_FILE,
+    DAMAGED_SUFFIX,
+    describe_file,
+    read_json,
+    write_json,
+)
 from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
-
-DAMAGED_SUFFIX = ".damaged"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 24):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _described(path: Path) -> dict[str, Any]:
-    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
-
-
-def usable_checkpoint(job_dir: Path, move_aside: bool = True) -> tuple[int | None, str | None]:
-    """(step of the job's checkpoint, None), or (None, why it cannot be used), or (None, None)
-    when there is none. A checkpoint with a file missing, or whose size or SHA-256 differs
-    from what checkpoint.json recorded, is damaged: its directory is moved aside
-    (``step-<N>.damaged``; by one process of the job only, ``move_aside``) and the job starts
-    over."""
-    info = read_json(job_dir / CHECKPOINT_INFO_FILE)
-    if info is None or "files" not in info:
-        return None, None
-    where = job_dir / info["dir"]
-    for name, recorded in info["files"].items():
-        path = where / name
-        found = path.stat().st_size if path.is_file() else None
-        if found == recorded["bytes"] and _sha256(path) == recorded["sha256"]:
-            continue
-        aside = where.with_name(where.name + DAMAGED_SUFFIX)
-        if move_aside and where.is_dir():
-            shutil.rmtree(aside, ignore_errors=True)
-            where.replace(aside)
-        what = "missing" if found is None else f"{found:,} bytes"
-        return None, (
-            f"{where} is damaged ({name}: {what}, checkpoint.json recorded "
-            f"{recorded['bytes']:,} bytes and its SHA-256); it was moved to {aside.name} and "
-            "the job starts over from step 0"
-        )
-    return int(info["step"]), None
 
 
 def _rng_key(rank: int) -> str:
@@ -116,7 +80,7 @@ def save(job_dir: Path, stepper: Stepper, step: int, data: dict[str, int], me: R
     dist.barrier()
     try:
         dcp.save(_state(stepper, step, data, me.rank, me.device), checkpoint_id=where)
-        mine = {p.name: _described(p) for p in where.glob(f"__{me.rank}_*.distcp")}
+        mine = {p.name: describe_file(p) for p in where.glob(f"__{me.rank}_*.distcp")}
     except CheckpointException as error:  # every rank gets every rank's errors: the first's
         shutil.rmtree(where, ignore_errors=True)
         rank, (first, _) = min(error.failures.items(), key=lambda item: item[0])
@@ -131,7 +95,7 @@ def save(job_dir: Path, stepper: Stepper, step: int, data: dict[str, int], me: R
     dist.all_gather_object(files, mine)
     if me.is_main:
         try:
-            described = {".metadata": _described(where / ".metadata")}
+            described = {".metadata": describe_file(where / ".metadata")}
             for each in files:
                 described.update(each or {})
             info = {

@@ -1,0 +1,76 @@
+"""The plan's check of a training job's parts, by building them where that is cheap, in the
+launching process: the loss, the communication hook and the optimizer resolved (the
+optimizer built over one CPU parameter), and the model built on the meta device, which also
+counts its training FLOPs per sample (for MFU). A bad name or keyword is one sentence before
+any worker starts, not a traceback from a rank.
+
+It needs torch, which the plan must not import: the launcher and the sweeper hand
+:func:`check_parts` to :func:`linkbench.config.plan.make_plan` (its ``parts_check``), which
+calls it once and carries the count in the plan it returns.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from linkbench.config.schema import Config
+from linkbench.config.targets import hydra_lookups_quiet
+from linkbench.errors import ConfigError
+from linkbench.parts.flops import train_flops_per_sample
+from linkbench.parts.models import loss_function
+from linkbench.parts.optim import optimizer_class
+
+
+def _cause(error: Exception) -> str:
+    """The error behind ``error`` (Hydra wraps an import's or a constructor's own), as one
+    line: its type and message."""
+    cause = error.__cause__ or error
+    return f"{type(cause).__name__}: {cause}".replace("\n", " ")
+
+
+def check_parts(c: Config, lr: float) -> int:
+    """Refuse (ConfigError, one sentence) a training job whose loss, hook, optimizer or
+    model cannot be built; the training FLOPs of one sample."""
+    try:
+        with hydra_lookups_quiet():
+            loss_function(c.model)
+    except Exception as error:
+        raise ConfigError(
+            f"model.loss={c.model.loss} cannot be imported ({_cause(error)}); name a function "
+            "loss(outputs, targets), e.g. linkbench.parts.models.cross_entropy."
+        ) from None
+    hook = c.comm_hook
+    for part, spec in (("hook", hook.hook), ("state", hook.state)):
+        target = (spec or {}).get("_target_")
+        try:
+            if target is not None:
+                module, _, name = str(target).rpartition(".")
+                getattr(importlib.import_module(module), name)
+        except Exception as error:
+            raise ConfigError(
+                f"comm_hook.{part}._target_={target} cannot be imported ({_cause(error)}); "
+                f"name a {'function' if part == 'hook' else 'class'} by its dotted path, e.g. "
+                "those of conf/comm_hook/powersgd.yaml."
+            ) from None
+    try:
+        with hydra_lookups_quiet():
+            cls, kwargs = optimizer_class(
+                c.optimizer, lr, c.model.weight_decay, torch.device("cpu"), grad_scaler=False
+            )
+        cls([torch.nn.Parameter(torch.zeros(1))], **kwargs)
+    except Exception as error:
+        raise ConfigError(
+            f"optimizer={c.optimizer.name} ({c.optimizer._target_} with optimizer.kwargs="
+            f"{dict(c.optimizer.kwargs)}) cannot be built: {_cause(error)}; fix "
+            "optimizer._target_ or optimizer.kwargs."
+        ) from None
+    try:
+        return train_flops_per_sample(c.model, c.data.image_size)
+    except Exception as error:
+        raise ConfigError(
+            f"model={c.model.name} ({c.model._target_} with model.kwargs) cannot be built for "
+            f"data.image_size={c.data.image_size}: {_cause(error)}; fix model._target_ or "
+            "model.kwargs."
+        ) from None
