@@ -271,3 +271,20 @@ def test_the_plan_is_finished_when_make_plan_returns(compose_config, tmp_path):
     assert plan.resume_step is None and not saved.exists()
     assert any("step-6 is damaged (__0_0.distcp: 4 bytes" in note for note in plan.notes)
     assert (tmp_path / "checkpoint" / "step-6.damaged" / "__0_0.distcp").read_bytes() == b"stat"
+
+
+def test_a_jobs_overrides_are_parsed_once_and_carried(compose_config, tmp_path, monkeypatch):
+    """Hydra's parser reads a job's overrides once; the plan carries the texts it records
+    (without resume) and what they set, which the record and the HParams session read."""
+    from linkbench.config import overrides as module
+
+    texts = ["resume=true", "batch=8", "model=auto", "model.weight_decay=0.5"]
+    given = module.JobOverrides.of(texts)
+    assert given.texts == ("batch=8", "model=auto", "model.weight_decay=0.5")
+    assert given.settings == {"batch": 8, "model": "auto", "model.weight_decay": 0.5}
+    monkeypatch.setattr(module, "parse", lambda _: pytest.fail("parsed a second time"))
+    cfg = compose_config(["batch=8", "model=auto", "model.weight_decay=0.5"])
+    plan = make_plan(cfg, str(tmp_path), given, CPU)
+    assert plan.overrides == ["batch=8", "model=auto", "model.weight_decay=0.5"]
+    assert plan.settings == given.settings
+    assert plan.config.model.name == "tiny" and plan.config.model.weight_decay == 0.5

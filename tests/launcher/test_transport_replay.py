@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from linkbench.config.overrides import JobOverrides
 from linkbench.config.plan import Machine, make_plan
 from linkbench.launcher.job import check_transport
 from linkbench.launcher.record import JobRecord
@@ -42,7 +43,7 @@ def check(compose_config, tmp_path: Path, arm: str, log_name: str, ranks: int, c
     plan = make_plan(cfg, str(tmp_path), [f"interconnect={arm}"], Machine(cuda_devices=ranks))
     assert (plan.backend, plan.world_size) == ("nccl", ranks)
     replay(log_name, tmp_path, ranks)
-    record = JobRecord(tmp_path, [f"interconnect={arm}"])
+    record = JobRecord(tmp_path, JobOverrides.of([f"interconnect={arm}"]))
     record.planned(plan)
     with caplog.at_level(logging.INFO, logger="linkbench"):
         record.add_transport(check_transport(plan))

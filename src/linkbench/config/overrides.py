@@ -8,6 +8,8 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -46,14 +48,43 @@ def _value(override: Override) -> Any:
     return override.get_value_element_as_str()
 
 
-def settings(overrides: list[str]) -> dict[str, Any]:
-    """key -> value of what a job's overrides set (numbers as numbers, everything else as
-    the text YAML spells it), leaving out ``hydra.*``, deletions and :data:`NOT_SETTINGS`."""
+def _settings(parsed: list[Override]) -> dict[str, Any]:
     return {
         key(o): _value(o)
-        for o in parse(overrides)
+        for o in parsed
         if not o.is_delete() and not key(o).startswith("hydra.") and key(o) not in NOT_SETTINGS
     }
+
+
+def settings(overrides: list[str]) -> dict[str, Any]:
+    """key -> value of what ``overrides`` set (numbers as numbers, everything else as the
+    text YAML spells it), leaving out ``hydra.*``, deletions and :data:`NOT_SETTINGS`."""
+    return _settings(parse(overrides))
+
+
+@dataclass(frozen=True)
+class JobOverrides:
+    """A job's command-line overrides, parsed once (when the job starts) and carried by its
+    plan and its record: the texts it records (without ``resume``, which says how to run it,
+    so a resumed job records what the killed one did), what they set (:func:`settings`), and
+    the values they give, as Hydra parses them (deletions left out)."""
+
+    texts: tuple[str, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, overrides: Sequence[str] | JobOverrides) -> JobOverrides:
+        """``overrides`` parsed (or as they are, when already parsed)."""
+        if isinstance(overrides, JobOverrides):
+            return overrides
+        parsed = parse(list(overrides))
+        kept = [(text, o) for text, o in zip(overrides, parsed, strict=True) if key(o) != "resume"]
+        return cls(
+            tuple(text for text, _ in kept),
+            _settings(parsed),
+            {key(o): o.value() for _, o in kept if not o.is_delete()},
+        )
 
 
 def _kinds(kind: Any) -> list[Any]:
@@ -68,9 +99,9 @@ def _schema_keys(schema: type, prefix: str = "") -> dict[str, bool]:
     an untyped field)."""
     keys: dict[str, bool] = {}
     hints = typing.get_type_hints(schema)
-    for field in dataclasses.fields(schema):
-        name = prefix + field.name
-        kinds = _kinds(hints.get(field.name))
+    for each in dataclasses.fields(schema):
+        name = prefix + each.name
+        kinds = _kinds(hints.get(each.name))
         keys[name] = any(k is Any or typing.get_origin(k) is dict or k is dict for k in kinds)
         for kind in kinds:
             if dataclasses.is_dataclass(kind) and isinstance(kind, type):

@@ -25,8 +25,7 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBas
 
 from linkbench.config.data_sizes import held_out_size, train_size
 from linkbench.config.layout import Layout, fits
-from linkbench.config.overrides import key as override_key
-from linkbench.config.overrides import parse
+from linkbench.config.overrides import JobOverrides
 from linkbench.config.scaling import LrSchedule, scaled_lr
 from linkbench.config.schema import (
     AUTO,
@@ -106,6 +105,9 @@ class JobPlan:
 
     config: Config
     overrides: list[str]
+    """The job's command-line overrides, as recorded (without ``resume``)."""
+    settings: dict[str, Any]
+    """What they set, as Hydra parsed them (:class:`linkbench.config.overrides.JobOverrides`)."""
     job_dir: str
     device_type: str
     layout: Layout
@@ -526,7 +528,7 @@ def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
     return found
 
 
-def follow_machine(cfg: DictConfig, overrides: list[str], machine: Machine) -> DictConfig:
+def follow_machine(cfg: DictConfig, overrides: JobOverrides, machine: Machine) -> DictConfig:
     """``cfg`` with ``model=auto`` and ``precision=auto`` as the options that suit
     ``machine`` (:func:`~linkbench.config.schema.auto_options`); ``cfg`` itself where
     neither is auto. A key the user set under the auto option (any value that differs from
@@ -546,9 +548,9 @@ def follow_machine(cfg: DictConfig, overrides: list[str], machine: Machine) -> D
         user = {k: v for k, v in composed.items() if k not in alone or alone[k] != v}
         user.update(
             {
-                override_key(o).split(".", 1)[1]: o.value()
-                for o in parse(overrides)
-                if override_key(o).startswith(f"{group}.") and not o.is_delete()
+                name.split(".", 1)[1]: value
+                for name, value in overrides.values.items()
+                if name.startswith(f"{group}.")
             }
         )
         cfg[group] = auto_node(group, option)
@@ -566,7 +568,7 @@ hands it in (:func:`linkbench.launcher.parts_check.check_parts`)."""
 def make_plan(
     cfg: DictConfig | Config,
     job_dir: str,
-    overrides: list[str],
+    overrides: list[str] | JobOverrides,
     machine: Machine | None = None,
     parts_check: PartsCheck | None = None,
     sweep_dir: str | None = None,
@@ -577,8 +579,9 @@ def make_plan(
     sweep's; with ``resume=true``, the step its checkpoint continues from (a damaged one set
     aside, by one process of the job). Raises ConfigError on bad input."""
     machine = machine or Machine.current()
+    given = JobOverrides.of(overrides)
     if isinstance(cfg, DictConfig):
-        cfg = follow_machine(cfg, overrides, machine)
+        cfg = follow_machine(cfg, given, machine)
     config = cfg if isinstance(cfg, Config) else to_config(cfg)
     require(
         AUTO not in (config.model.name, config.precision.name),
@@ -643,7 +646,8 @@ def make_plan(
     )
     return JobPlan(
         config=config,
-        overrides=list(overrides),
+        overrides=list(given.texts),
+        settings=given.settings,
         job_dir=str(job_dir),
         device_type=device_type,
         layout=layout,

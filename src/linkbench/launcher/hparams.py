@@ -18,7 +18,6 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary_v2
 from torch.utils.tensorboard import SummaryWriter
 
-from linkbench.config.overrides import settings
 from linkbench.config.plan import JobPlan
 from linkbench.metrics import METRICS, table
 
@@ -69,7 +68,7 @@ def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
                 "interconnect.jitter_ms": arm.jitter_ms,
             }
         )
-    ordered = {**settings(plan.overrides), **values}
+    ordered = {**plan.settings, **values}
     # A key left unset is left out (TensorBoard shows it empty), so a column of numbers
     # stays numbers instead of mixing in a string for "null".
     return {k: v for k, v in ordered.items() if v is not None and v not in NULLS}

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-from linkbench.config.overrides import key, parse
+from linkbench.config.overrides import JobOverrides
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import InterconnectName
 from linkbench.errors import ConfigError, JobFailed, JobInterrupted, end, refuse
@@ -197,7 +197,11 @@ def emulated_network(plan: JobPlan) -> Iterator[tuple[JobPlan, Network | None]]:
 
 
 def _plan_job(
-    cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine, sweep_dir: str | None
+    cfg: DictConfig,
+    job_dir: Path,
+    overrides: JobOverrides,
+    machine: Machine,
+    sweep_dir: str | None,
 ) -> JobPlan:
     plan = make_plan(cfg, str(job_dir), overrides, machine, check_parts, sweep_dir)
     if plan.resume_step is not None:
@@ -206,7 +210,7 @@ def _plan_job(
 
 
 def _run_other_rank(
-    cfg: DictConfig, job_dir: Path, overrides: list[str], machine: Machine
+    cfg: DictConfig, job_dir: Path, overrides: JobOverrides, machine: Machine
 ) -> float:
     """A rank other than 0 under an outside launcher: train, write nothing of the job's."""
     root = logging.getLogger()
@@ -255,8 +259,7 @@ def run_job(cfg: DictConfig) -> float:
     job_dir = Path(hydra_cfg.runtime.output_dir)
     export_slurm_world()
     machine = Machine.current()
-    task = list(hydra_cfg.overrides.task)
-    overrides = [text for text, o in zip(task, parse(task), strict=True) if key(o) != "resume"]
+    overrides = JobOverrides.of(list(hydra_cfg.overrides.task))  # parsed once, carried
     if machine.outside is not None:
         check_outside_launch(hydra_cfg, dict(machine.environ))
         if machine.outside.rank != 0:

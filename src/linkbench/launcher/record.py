@@ -17,7 +17,7 @@ from typing import Any
 
 from linkbench.analysis.trace import analyse as analyse_traces
 from linkbench.analysis.trace import with_untraced
-from linkbench.config.overrides import settings
+from linkbench.config.overrides import JobOverrides
 from linkbench.config.plan import JobPlan, with_repeat
 from linkbench.files import (
     HARDWARE_FILE,
@@ -120,15 +120,15 @@ def median_metrics(runs: list[dict[str, Any]]) -> dict[str, Any]:
 class JobRecord:
     """result.json of one job, from its start to its end."""
 
-    def __init__(self, job_dir: Path, overrides: list[str]) -> None:
+    def __init__(self, job_dir: Path, overrides: JobOverrides) -> None:
         self.job_dir = job_dir
         self.plan: JobPlan | None = None
         self.runs: list[dict[str, Any]] = []
         self.transports: list[dict[str, Any]] = []
         self.fields: dict[str, Any] = {
             "status": "failed",
-            "overrides": overrides,
-            "settings": settings(overrides),
+            "overrides": list(overrides.texts),
+            "settings": overrides.settings,
             "job_dir": str(job_dir),
             "started_at": now_iso(),
         }
