@@ -26,6 +26,7 @@ OPTIONS = sorted(
 
 def extra_overrides(group: str, option: str, tmp_path) -> list[str]:
     if (group, option) == ("data", "imagefolder"):
+        (tmp_path / "a_class").mkdir()
         return [f"data.root={tmp_path}"]
     if (group, option) == ("model", "custom"):
         return ["model._target_=linkbench.parts.models.TinyCNN", "+model.kwargs.num_classes=10"]

@@ -51,7 +51,11 @@ def test_the_plan_turns_epochs_into_steps_and_warmup_epochs_into_steps(compose_c
         (["data=digits", "epochs=2"], ["steps=50"], "epochs=2.0 and steps=50 both set"),
         (["epochs=2"], [], "data=synthetic has none"),
         (["epochs=2", "samples=100", "data=digits"], [], "both set a budget"),
-        (["data=fake", "data.eval_size=1", "data.size=64"], [], "fewer than the 2 ranks"),
+        (
+            ["data=fake", "data.eval_size=1", "data.size=64"],
+            [],
+            "fewer than the 2 data-parallel replicas",
+        ),
         (["scaling.lr_warmup_epochs=1"], [], "needs data with a size"),
     ],
 )

@@ -13,6 +13,7 @@ from linkbench.config.layout import Layout
 from linkbench.config.plan import Machine, make_plan
 from linkbench.config.scaling import scaled_lr
 from linkbench.config.schema import OptimizerConfig
+from linkbench.errors import ConfigError
 from linkbench.parts.data import held_out_batches, make_batches
 from linkbench.parts.flops import train_flops_per_sample
 from linkbench.parts.models import build_model, cross_entropy
@@ -42,7 +43,7 @@ def test_every_model_takes_a_training_step(compose_config, tmp_path, model, imag
         overrides += [f"data.image_size={image_size}"]
     config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
     batches = make_batches(config, 2, Rank(0, 0, 1, CPU))
-    net = build_model(config.model, batches.num_classes)
+    net = build_model(config.model, config.data.num_classes)
     inputs, targets = next(batches.stream)
     loss = cross_entropy(net(inputs), targets)
     loss.backward()
@@ -94,11 +95,22 @@ def test_imagefolder_reads_class_folders(compose_config, tmp_path):
         for i in range(2):
             Image.new("RGB", (40, 40), (i * 90, 10, 10)).save(tmp_path / cls / f"{i}.png")
     overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0"]
-    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+    plan = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+    config = plan.config
     batches = make_batches(config, 2, Rank(0, 0, 1, CPU))
     images, labels = next(batches.stream)
-    assert batches.num_classes == 3
     assert images.shape == (2, 3, 32, 32) and labels.shape == (2,)
+    # The folder's 3 classes are the one count: the model's head and the FLOP count read it.
+    assert config.data.num_classes == 3 and not plan.notes
+    assert build_model(config.model, config.data.num_classes).head.out_features == 3
+    told = make_plan(compose_config([*overrides, "data.num_classes=5"]), str(tmp_path),
+                     ["data.num_classes=5"], Machine(0))  # fmt: skip
+    assert told.config.data.num_classes == 3
+    assert any("its 3 class folders are the classes" in note for note in told.notes)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match=r"data.root=\S+/empty holds no class folders"):
+        make_plan(compose_config(["data=imagefolder", f"data.root={empty}"]), "x", [], Machine(0))
 
 
 def test_too_little_data_for_one_batch_is_an_error(compose_config, tmp_path):
@@ -174,7 +186,8 @@ def test_flops_are_counted_at_every_models_smallest_input(compose_config, tmp_pa
     def count(size: int) -> int:
         overrides = [f"model={model}", f"data.image_size={size}"]
         config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
-        return train_flops_per_sample(config.model, config.data.image_size)
+        data = config.data
+        return train_flops_per_sample(config.model, data.image_size, data.num_classes)
 
     smallest = compose_config([f"model={model}"]).model.image_size_multiple
     flops = {size: count(size) for size in (smallest, 32)}
@@ -189,7 +202,7 @@ def test_gpt_counts_its_own_flops_with_the_palm_formula(compose_config, tmp_path
     model = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config.model
     net = build_model(model)
     params = sum(p.numel() for p in net.parameters()) - 16 * 64
-    assert train_flops_per_sample(model, 32) == (6 * params + 12 * 2 * 64 * 16) * 16
+    assert train_flops_per_sample(model, 32, 10) == (6 * params + 12 * 2 * 64 * 16) * 16
 
 
 def test_a_torchvision_model_by_name_is_one_override(compose_config, tmp_path):

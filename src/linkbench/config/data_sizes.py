@@ -1,6 +1,7 @@
 """The sizes of the data sets behind ``data=``, known to the plan without building them (no
-torch): the plan turns ``epochs`` into steps and checks the held-out batch with them. The
-data sets themselves are :mod:`linkbench.parts.datasets`."""
+torch): the plan turns ``epochs`` into steps and checks the held-out batch with them, and
+takes an image folder's class count from its class folders. The data sets themselves are
+:mod:`linkbench.parts.datasets`."""
 
 from __future__ import annotations
 
@@ -40,6 +41,20 @@ def held_out_size(data: DataConfig) -> int | None:
     return None
 
 
+def _train_root(data: DataConfig) -> Path:
+    assert data.root is not None
+    root = Path(data.root).expanduser()
+    return root / "train" if (root / "train").is_dir() else root
+
+
+def folder_classes(data: DataConfig) -> int | None:
+    """An image folder's classes, as torchvision's ImageFolder finds them (the folders under
+    its training root); None for the other data, whose count is ``data.num_classes``."""
+    if data.name != DataName.imagefolder:
+        return None
+    return sum(1 for p in _train_root(data).iterdir() if p.is_dir())
+
+
 def train_size(data: DataConfig) -> int | None:
     """Images in the training split, known without building it (None for synthetic data)."""
     if data.name == DataName.synthetic:
@@ -51,7 +66,6 @@ def train_size(data: DataConfig) -> int | None:
     if data.name == DataName.cifar10:
         return CIFAR10_TRAIN
     assert data.root is not None
-    root = Path(data.root).expanduser()
-    train_root = root / "train" if (root / "train").is_dir() else root
-    count = sum(1 for p in train_root.rglob("*") if p.is_file())
-    return count if (root / "val").is_dir() else count - max(1, round(count * data.eval_fraction))
+    count = sum(1 for p in _train_root(data).rglob("*") if p.is_file())
+    has_val = (Path(data.root).expanduser() / "val").is_dir()
+    return count if has_val else count - max(1, round(count * data.eval_fraction))

@@ -23,7 +23,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-from linkbench.config.data_sizes import held_out_size, train_size
+from linkbench.config.data_sizes import folder_classes, held_out_size, train_size
 from linkbench.config.layout import Layout, fits
 from linkbench.config.overrides import JobOverrides
 from linkbench.config.scaling import LrSchedule, scaled_lr
@@ -435,6 +435,25 @@ def _check_held_out(config: Config, replicas: int) -> None:
     )
 
 
+def _with_class_count(config: Config, given: JobOverrides, notes: list[str]) -> Config:
+    """The config with ``data.num_classes`` the data's own count (an image folder's class
+    folders): the one count the model's head, the labels and the FLOP count all read."""
+    found = folder_classes(config.data)
+    require(
+        found != 0,
+        f"data.root={config.data.root} holds no class folders; point it at an ImageNet-style "
+        "folder (data.root/<class>/<image>, or data.root/train/<class>/<image>).",
+    )
+    if found is None or found == config.data.num_classes:
+        return config
+    if "data.num_classes" in given.settings:
+        notes.append(
+            f"data.num_classes={config.data.num_classes} is not what data.root holds: its "
+            f"{found} class folders are the classes; drop data.num_classes."
+        )
+    return dataclasses.replace(config, data=dataclasses.replace(config.data, num_classes=found))
+
+
 def _resume_step(config: Config, job_dir: Path, machine: Machine, notes: list[str]) -> int | None:
     """With ``resume=true``: the step of the job's usable checkpoint. A damaged one is set
     aside by rank 0's process only (under an outside launcher every rank plans), and said."""
@@ -607,6 +626,7 @@ def make_plan(
     steps_per_epoch = None
     if task.trains:
         _check_data(config, global_batch)
+        config = _with_class_count(config, given, notes)
         config, steps_per_epoch = _resolve_budget(config, layout.data, notes)
     if config.steps is None:
         config = dataclasses.replace(config, steps=DEFAULT_STEPS)

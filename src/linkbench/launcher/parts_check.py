@@ -67,7 +67,7 @@ def check_parts(c: Config, lr: float) -> int:
             "optimizer._target_ or optimizer.kwargs."
         ) from None
     try:
-        return train_flops_per_sample(c.model, c.data.image_size)
+        return train_flops_per_sample(c.model, c.data.image_size, c.data.num_classes)
     except Exception as error:
         raise ConfigError(
             f"model={c.model.name} ({c.model._target_} with model.kwargs) cannot be built for "

@@ -38,7 +38,6 @@ class Batches:
     epoch and how many batches of it were taken (for checkpoints; synthetic data has none)."""
 
     stream: Iterator[Batch]
-    num_classes: int
     position: dict[str, int] = field(default_factory=dict)
     epoch_samples: int | None = None
     """Samples of one epoch over every rank (the data set's size; None for synthetic data)."""
@@ -62,7 +61,6 @@ def _synthetic(config: Config, batch: int, device: torch.device, seed: int) -> B
         tokens = torch.randint(model.vocab_size, (batch, model.seq_len + 1), generator=generator)
         tokens = tokens.to(device)
         fixed = (tokens[:, :-1], tokens[:, 1:])
-        num_classes = model.vocab_size
     else:
         shape = (batch, model.in_channels, data.image_size, data.image_size)
         images = torch.randn(*shape, generator=generator).to(device)
@@ -70,13 +68,12 @@ def _synthetic(config: Config, batch: int, device: torch.device, seed: int) -> B
             images = images.contiguous(memory_format=torch.channels_last)
         labels = torch.randint(data.num_classes, (batch,), generator=generator).to(device)
         fixed = (images, labels)
-        num_classes = data.num_classes
 
     def forever() -> Iterator[Batch]:
         while True:
             yield fixed
 
-    return Batches(forever(), num_classes)
+    return Batches(forever())
 
 
 def _loader(config: Config, batch: int, me: Rank) -> Batches:
@@ -119,12 +116,8 @@ def _loader(config: Config, batch: int, me: Rank) -> Batches:
             position["epoch"] += 1
             position["batch"] = 0
 
-    # An image folder's classes, also when a held-out split made it a Subset of the folder.
-    classes = getattr(dataset, "classes", None) or getattr(
-        getattr(dataset, "dataset", None), "classes", None
-    )
     epoch = len(loader) * batch * replicas  # drop_last: whole global batches only
-    return Batches(forever(), len(classes) if classes else data.num_classes, position, epoch)
+    return Batches(forever(), position, epoch)
 
 
 def make_batches(config: Config, batch: int, me: Rank) -> Batches:

@@ -61,15 +61,16 @@ def peak_tflops(device: torch.device | str, precision: str) -> float | None:
     return None
 
 
-def train_flops_per_sample(model: ModelConfig, image_size: int) -> int:
-    """FLOPs of one training step's forward and backward pass for one sample.
+def train_flops_per_sample(model: ModelConfig, image_size: int, num_classes: int) -> int:
+    """FLOPs of one training step's forward and backward pass for one sample, of the model
+    the workers build (its head of the data's ``num_classes``).
 
     Builds the model on the meta device, so it also proves that the model's config builds
     (the launching process calls it once per job, before any worker starts)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     with torch.device("meta"):
-        net = build_model(model)
+        net = build_model(model, num_classes)
         own = getattr(net, "train_flops_per_sample", None)
         if callable(own):
             return int(own())

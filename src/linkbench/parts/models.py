@@ -105,7 +105,8 @@ class GPT(nn.Module):
 
 def build_model(model: ModelConfig, num_classes: int | None = None) -> nn.Module:
     """``model._target_(**model.kwargs)``, with random weights; ``num_classes`` (the data's
-    own count, e.g. an image folder's) replaces the kwarg of that name where there is one."""
+    count, ``data.num_classes`` as the plan resolved it) replaces the kwarg of that name
+    where there is one."""
     kwargs = dict(model.kwargs)
     if num_classes is not None and "num_classes" in kwargs:
         kwargs["num_classes"] = num_classes
