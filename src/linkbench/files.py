@@ -27,11 +27,19 @@ LOG_DIR = "logs"  # a job's logs: each rank's stdout, stderr and NCCL log
 CHECKPOINT_DIR = "checkpoint"  # one DCP directory per step: checkpoint/step-<N>/
 CHECKPOINT_INFO_FILE = "checkpoint.json"
 COMPILE_CACHE_DIR = ".compile_cache"  # in a sweep's directory, shared by its jobs
+CHECKPOINT_METADATA = ".metadata"  # torch.distributed.checkpoint's, written last
 COLLECTIVES_CSV = "collectives.csv"  # task=allreduce: one row per collective and size
 LINKS_CSV = "links.csv"  # task=links: one row per copy
 SUMMARY_CSV = "summary.csv"  # a sweep's: one row per configuration
 SUMMARY_MD = "summary.md"
 ROUNDS_FILE = "rounds.json"  # an adaptive sweep's: its design and every round's verdicts
+MULTIRUN_FILE = "multirun.yaml"  # Hydra's record of a sweep's config, in its directory
+# A sweep's plots (a metric's own plot is named in its entry of linkbench.metrics' table).
+RATIOS_PLOT = "ratios.png"
+STEP_BREAKDOWN_PLOT = "step_breakdown.png"
+BUSBW_PLOT = "busbw_vs_size.png"
+LINK_RATE_PLOT = "link_rate.png"
+TRACE_FILES = "rank*.json.gz"  # every rank's trace, in TRACE_DIR
 NCCL_LOGS = "nccl.rank*.log"
 RANK_LOGS = "rank*.std*.log"
 # The profiler range around each injected communication delay (debug.comm_delay_ms,
@@ -73,8 +81,23 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def trace_path(job_dir: str | os.PathLike, rank: int) -> Path:
-    """Where rank ``rank`` of a job writes its trace."""
+    """Where rank ``rank`` of a job writes its trace (one of :data:`TRACE_FILES`)."""
     return Path(job_dir) / TRACE_DIR / f"rank{rank}.json.gz"
+
+
+def links_plot(job_dir: Path, kind: str) -> Path:
+    """task=links: the bandwidth matrix of one kind of copy."""
+    return job_dir / f"links_{kind}.png"
+
+
+def checkpoint_step_dir(job_dir: Path, step: int) -> Path:
+    """Where the checkpoint of ``step`` is written (a torch.distributed.checkpoint directory)."""
+    return job_dir / CHECKPOINT_DIR / f"step-{step}"
+
+
+def checkpoint_rank_files(step_dir: Path, rank: int) -> list[Path]:
+    """The files rank ``rank`` wrote into a checkpoint (FileSystemWriter's ``__<rank>_<n>``)."""
+    return sorted(step_dir.glob(f"__{rank}_*.distcp"))
 
 
 def nccl_log(log_dir: Path, rank: int) -> Path:

@@ -25,10 +25,16 @@ from linkbench.analysis.compare import Comparison
 from linkbench.analysis.emulated import LinkRow, link_rows, predicted_at_rate
 from linkbench.analysis.stats import Mean
 from linkbench.analysis.sweep import Configuration
+from linkbench.files import (
+    BUSBW_PLOT,
+    LINK_RATE_PLOT,
+    RATIOS_PLOT,
+    STEP_BREAKDOWN_PLOT,
+    links_plot,
+)
 from linkbench.metrics import Metric, is_geometric, metric, table
 
 SUMMARY_RUN = "_summary"  # the sweep's own TensorBoard run, beside one run per job
-LINK_RATE_PLOT = "link_rate.png"
 DODGE = 0.04  # of a factor of 2 on the batch axis, between the series of one plot
 
 
@@ -105,7 +111,7 @@ def _plot_ratios(sweep_dir: Path, comparisons: list[Comparison]) -> Path | None:
     axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axes.xaxis.set_minor_formatter(NullFormatter())
     _ratio_axis_labels(axes, comparisons)
-    return _save(figure, sweep_dir / "ratios.png")
+    return _save(figure, sweep_dir / RATIOS_PLOT)
 
 
 def ratio_ticks(low: float, high: float) -> list[float]:
@@ -155,7 +161,7 @@ def _plot_breakdown(sweep_dir: Path, configs: list[Configuration]) -> Path | Non
     axes.set_title("where the step goes", fontsize=10)
     axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4)
     axes.grid(alpha=0.3, axis="x")
-    path = _save(figure, sweep_dir / "step_breakdown.png")
+    path = _save(figure, sweep_dir / STEP_BREAKDOWN_PLOT)
     _to_tensorboard(sweep_dir, path)
     return path
 
@@ -198,7 +204,7 @@ def _plot_busbw_by_size(sweep_dir: Path, configs: list[Configuration]) -> Path |
     axes.set_ylabel("all_reduce busbw (GB/s)")
     axes.legend(fontsize=8)
     axes.grid(alpha=0.3)
-    return _save(figure, sweep_dir / "busbw_vs_size.png")
+    return _save(figure, sweep_dir / BUSBW_PLOT)
 
 
 def plot_link_matrices(job_dir: Path, matrices: dict[str, list[list[float | None]]]) -> list[Path]:
@@ -221,7 +227,7 @@ def plot_link_matrices(job_dir: Path, matrices: dict[str, list[list[float | None
         axes.set_ylabel("from GPU")
         axes.set_title(f"{kind} GB/s", fontsize=10)
         figure.colorbar(image)
-        made.append(_save(figure, job_dir / f"links_{kind}.png"))
+        made.append(_save(figure, links_plot(job_dir, kind)))
     return made
 
 

@@ -47,7 +47,14 @@ from linkbench.analysis.sweep import (
     swept_keys,
 )
 from linkbench.analysis.trace import STRETCH_WARNING
-from linkbench.files import RESULT_FILE, ROUNDS_FILE, SUMMARY_CSV, SUMMARY_MD, read_json
+from linkbench.files import (
+    MULTIRUN_FILE,
+    RESULT_FILE,
+    ROUNDS_FILE,
+    SUMMARY_CSV,
+    SUMMARY_MD,
+    read_json,
+)
 from linkbench.metrics import lower_is_better, probe_mark, table
 
 DEFAULT_TOLERANCE = 0.01  # held-out accuracy "stays" within one point of the smallest batch's
@@ -494,7 +501,7 @@ def own_summary_settings(sweep_dir: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        saved = yaml.safe_load((sweep_dir / "multirun.yaml").read_text()) or {}
+        saved = yaml.safe_load((sweep_dir / MULTIRUN_FILE).read_text()) or {}
     except (OSError, yaml.YAMLError):
         return {}
     summary = ((saved.get("hydra") or {}).get("callbacks") or {}).get("sweep_summary") or {}

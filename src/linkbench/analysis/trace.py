@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from linkbench.files import COMM_DELAY_RANGE, TRACE_DIR
+from linkbench.files import COMM_DELAY_RANGE, TRACE_DIR, TRACE_FILES
 
 GPU_COMM = re.compile(r"^nccl", re.IGNORECASE)
 GPU_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)", re.IGNORECASE)
@@ -216,7 +216,7 @@ def analyse(job_dir: Path) -> dict[str, Any] | None:
     """The ``trace`` block of a job's result.json: every rank's breakdown, their mean, the
     files; None when the job wrote no trace."""
     trace_dir = Path(job_dir) / TRACE_DIR
-    files = sorted(trace_dir.glob("rank*.json.gz"))
+    files = sorted(trace_dir.glob(TRACE_FILES))
     if not files:
         return None
     ranks = []
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     job_dir = parser.parse_args(argv).job_dir
     found = analyse(job_dir)
     if found is None:
-        print(f"{job_dir} has no {TRACE_DIR}/rank*.json.gz: run the job with profile=trace",
+        print(f"{job_dir} has no {TRACE_DIR}/{TRACE_FILES}: run the job with profile=trace",
               file=sys.stderr)  # fmt: skip
         return 2
     json.dump(found, sys.stdout, indent=2)

@@ -36,9 +36,11 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
 from linkbench.files import (
-    CHECKPOINT_DIR,
     CHECKPOINT_INFO_FILE,
+    CHECKPOINT_METADATA,
     DAMAGED_SUFFIX,
+    checkpoint_rank_files,
+    checkpoint_step_dir,
     describe_file,
     read_json,
     write_json,
@@ -73,14 +75,14 @@ def _state(
 
 def save(job_dir: Path, stepper: Stepper, step: int, data: dict[str, int], me: Rank) -> None:
     """Write the checkpoint of ``step`` (collective: every rank calls it)."""
-    root = job_dir / CHECKPOINT_DIR
-    where = root / f"step-{step}"
+    where = checkpoint_step_dir(job_dir, step)
+    root = where.parent
     if me.is_main:  # what a killed write left, named by no checkpoint.json
         shutil.rmtree(where, ignore_errors=True)
     dist.barrier()
     try:
         dcp.save(_state(stepper, step, data, me.rank, me.device), checkpoint_id=where)
-        mine = {p.name: describe_file(p) for p in where.glob(f"__{me.rank}_*.distcp")}
+        mine = {p.name: describe_file(p) for p in checkpoint_rank_files(where, me.rank)}
     except CheckpointException as error:  # every rank gets every rank's errors: the first's
         shutil.rmtree(where, ignore_errors=True)
         rank, (first, _) = min(error.failures.items(), key=lambda item: item[0])
@@ -95,7 +97,7 @@ def save(job_dir: Path, stepper: Stepper, step: int, data: dict[str, int], me: R
     dist.all_gather_object(files, mine)
     if me.is_main:
         try:
-            described = {".metadata": describe_file(where / ".metadata")}
+            described = {CHECKPOINT_METADATA: describe_file(where / CHECKPOINT_METADATA)}
             for each in files:
                 described.update(each or {})
             info = {
