@@ -164,7 +164,7 @@ class TrainingRun:
             if done % log_every == 0 or done == steps:
                 self._log_step(done)
                 if every_eval and done % every_eval == 0 and done < steps:
-                    self._evaluate(done)
+                    self.evaluate(done)
                 if every and done % every == 0 and done < steps:
                     position = self.batches.position
                     checkpoint.save(Path(self.plan.job_dir), self.stepper, done, position, me)
@@ -206,7 +206,7 @@ class TrainingRun:
             partial = summarize(plan, self.windows, timed_ms, self.mean_loss, self.flops)
             write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
 
-    def _evaluate(self, done: int) -> dict[str, float]:
+    def evaluate(self, done: int) -> dict[str, float]:
         """Evaluate on the held-out split (between timing windows); rank 0 logs it."""
         found = evaluate(self.stepper, self.plan, self.me)
         if self.board is not None:
@@ -220,8 +220,9 @@ class TrainingRun:
             )  # fmt: skip
         return found
 
-    def metrics(self) -> dict[str, Any]:
-        """The timed steps' metrics (the slowest rank's time), then the communication probe."""
+    def measured(self) -> dict[str, Any]:
+        """The timed steps' metrics (the slowest rank's time), the first step, the compile
+        cache, the resume and (on GPU) the training steps' peak memory."""
         me = self.me
         timed_ms = max_over_ranks(sum(w.ms for w in self.windows), me.device)
         metrics = summarize(
@@ -237,15 +238,14 @@ class TrainingRun:
         if me.device.type == "cuda":
             # Peak memory of the training steps, before the probe may capture a second graph.
             metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
-        if self.cfg.eval.enabled:  # the model as trained for `steps`, before the probes
-            metrics.update(self._evaluate(self.plan.steps))
-        hw: list[Any] = [None] * me.world_size
-        dist.all_gather_object(hw, self.counters.stop(metrics["timed_steps"]))
-        self.hw = combine(hw)
-        record_trace(self.stepper, self.plan, me)
-        metrics.update(probe.measure(self.stepper, self.plan, me))
         metrics["lr"] = self.plan.lr
         return metrics
+
+    def every_ranks_counters(self, timed_steps: int) -> dict[str, Any]:
+        """The hardware counters over the timed steps, of every rank (collective)."""
+        hw: list[Any] = [None] * self.me.world_size
+        dist.all_gather_object(hw, self.counters.stop(timed_steps))
+        return combine(hw)
 
 
 def hw_scalars(hw: dict[str, Any]) -> dict[str, float]:
@@ -318,14 +318,19 @@ class Train(Task):
             plan.precision, execution_mode(cfg), plan.global_batch, plan.lr,
         )  # fmt: skip
         run.run()
-        metrics = run.metrics()
+        metrics = run.measured()
+        if cfg.eval.enabled:  # the model as trained for `steps`, before the probes
+            metrics.update(run.evaluate(plan.steps))
+        hw = run.every_ranks_counters(metrics["timed_steps"])
+        record_trace(run.stepper, plan, me)
+        metrics.update(probe.measure(run.stepper, plan, me))
         if board is None:
             return {}
         if "comm_exposed_ms" in metrics:
             shown = ("comm_exposed_ms", "comm_fraction", "compute_step_ms")
             board.scalars(plan.steps, {f"perf/{key}": metrics[key] for key in shown})
-        board.scalars(plan.steps, hw_scalars(run.hw))
-        return {"metrics": metrics, "timeline": run.timeline, "hw": run.hw}
+        board.scalars(plan.steps, hw_scalars(hw))
+        return {"metrics": metrics, "timeline": run.timeline, "hw": hw}
 
     @classmethod
     def report(cls, result: dict[str, Any]) -> None:
