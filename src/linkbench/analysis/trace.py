@@ -238,9 +238,10 @@ def with_untraced(trace: dict[str, Any], untraced_step_ms: float | None) -> dict
     """The trace block with the step time of the untraced, timed steps beside the traced one
     (``untraced_step_ms``, ``stretch`` = traced / untraced) and a warning when the profiler
     stretched the step by more than :data:`STRETCH_WARNING`."""
-    mean = trace["mean"]
-    if not untraced_step_ms or not mean.get("step_ms"):
+    if not untraced_step_ms or not trace["mean"].get("step_ms"):
         return trace
+    trace = {**trace, "mean": dict(trace["mean"])}  # the analysed traces stay as they are
+    mean = trace["mean"]
     stretch = mean["step_ms"] / untraced_step_ms
     mean.update(untraced_step_ms=untraced_step_ms, stretch=stretch)
     if stretch > STRETCH_WARNING:

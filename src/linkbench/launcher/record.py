@@ -1,16 +1,23 @@
-"""One job's record: the object that owns result.json's fields and writes the job's files.
+"""One job's record: what the job left, composed into result.json's fields, and the writers
+of its files.
 
 A :class:`JobRecord` starts ``failed`` (so a crash of the launcher itself leaves an honest
 file), learns the plan, collects each run's metrics and transport check, and ends in one of
 three ways: :meth:`~JobRecord.complete`, :meth:`~JobRecord.fail` or
-:meth:`~JobRecord.interrupt`. :meth:`~JobRecord.write` then writes result.json, the
-manifest and the job's TensorBoard summary, keeping whatever a run measured before it ended.
+:meth:`~JobRecord.interrupt`. :meth:`~JobRecord.write` then reads what the workers left
+(:class:`JobOutputs`), composes the fields with a function that reads and writes nothing
+(:func:`compose`: medians, the transport verdict, NCCL's tuning, the hardware's witness,
+the traces, the task's own additions), and hands them to the writers: result.json, the
+manifest (:func:`write_manifest`) and the job's TensorBoard summary
+(:func:`linkbench.launcher.hparams.write_job_summary`), keeping whatever a run measured
+before it ended.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -175,49 +182,91 @@ class JobRecord:
         return self.fields["status"] == "completed"
 
     def write(self) -> dict[str, Any]:
-        """Write result.json (and, once planned, the manifest and TensorBoard summary)."""
+        """Compose result.json's fields from what the job left (:func:`compose`) and write
+        result.json, and once planned the manifest and the TensorBoard summary."""
+        outputs = self.outputs()
+        composed = compose(outputs, self.plan)
+        composed["duration_s"] = round(time.monotonic() - self._started, 3)
+        composed["ended_at"] = now_iso()
+        self.fields = composed
+        if self.plan is not None:
+            write_manifest(self.job_dir, self.plan, composed, outputs.hardware)
+            write_job_summary(self.plan, composed, outputs.runs, self.completed, self._started_s)
+        write_json(self.job_dir / RESULT_FILE, composed)
+        return composed
+
+    def outputs(self) -> JobOutputs:
+        """What the job's runs left: the metrics collected, those of a run that did not
+        complete (rank 0 writes metrics.json as it goes), the workers' hardware.json and the
+        traces, read once the job ended."""
         runs = list(self.runs)
-        # A run that did not complete keeps what it measured (rank 0 writes metrics.json).
         if not self.completed and (partial := read_json(self.job_dir / METRICS_FILE)):
             runs.append(partial["metrics"])
-        self.fields["metrics"] = median_metrics(runs) if runs else {}
-        if len(runs) > 1:
-            self.fields["repeat_metrics"] = runs
-        if self.plan is not None:
-            hardware = read_json(self.job_dir / HARDWARE_FILE) or {}
-            self.fields["warnings"] = list(hardware.get("warnings", []))
-            if self.transports:
-                self.fields["transport"] = combine_transports(self.transports)
-                self.fields["nccl_tuning"] = nccl_tuning(
-                    self.transports[0].get("summary"), self.plan.config.nccl.variables()
-                )
-                self.fields["transport"]["hardware"] = hardware_witness(
-                    self.fields.get("hw"),
-                    self.fields["metrics"].get("comm_bytes_per_step"),
-                    str(self.plan.config.interconnect.expected_transport),
-                    self.plan.world_size,
-                )
-            if (trace := analyse_traces(self.job_dir)) is not None:
-                untraced = self.fields["metrics"].get("step_time_ms")
-                self.fields["trace"] = with_untraced(trace, untraced)
-            task_class(self.plan.config.task._target_).finish(self.fields, self.plan, hardware)
-            self._write_manifest(hardware)
-            write_job_summary(self.plan, self.fields, runs, self.completed, self._started_s)
-        self.fields["duration_s"] = round(time.monotonic() - self._started, 3)
-        self.fields["ended_at"] = now_iso()
-        write_json(self.job_dir / RESULT_FILE, self.fields)
-        return self.fields
+        planned = self.plan is not None
+        return JobOutputs(
+            fields=dict(self.fields),
+            runs=runs,
+            transports=list(self.transports),
+            hardware=(read_json(self.job_dir / HARDWARE_FILE) or {}) if planned else {},
+            trace=analyse_traces(self.job_dir) if planned else None,
+        )
 
-    def _write_manifest(self, hardware: dict[str, Any]) -> None:
-        assert self.plan is not None
-        manifest = {
-            "config": self.plan.resolved_config(),
-            "overrides": self.fields["overrides"],
-            "git": git_state(),
-            "env": self.plan.env.applied,
-            "link": self.fields.get("link"),
-            "env_replaced": self.plan.env.replaced,
-            "seed": self.plan.config.seed,
-            **(hardware or {"versions": versions()}),
-        }
-        write_json(self.job_dir / MANIFEST_FILE, manifest)
+
+@dataclass(frozen=True)
+class JobOutputs:
+    """Everything a job left for its record: the fields it collected (status, the plan's
+    facts, what rank 0 returned, the machine's conditions), every run's metrics, every run's
+    transport check, the workers' hardware description and the analysed traces."""
+
+    fields: dict[str, Any]
+    runs: list[dict[str, Any]]
+    transports: list[dict[str, Any]] = field(default_factory=list)
+    hardware: dict[str, Any] = field(default_factory=dict)
+    trace: dict[str, Any] | None = None
+
+
+def compose(outputs: JobOutputs, plan: JobPlan | None) -> dict[str, Any]:
+    """result.json's fields from a job's outputs, reading and writing nothing: the metrics
+    (medians over the runs, and every run's), the hardware's warnings, one transport verdict
+    with NCCL's tuning and the hardware's witness, the traces beside the untraced step time,
+    and what the task adds itself (its ``finish``)."""
+    fields = dict(outputs.fields)
+    runs = outputs.runs
+    fields["metrics"] = median_metrics(runs) if runs else {}
+    if len(runs) > 1:
+        fields["repeat_metrics"] = runs
+    if plan is None:
+        return fields
+    fields["warnings"] = list(outputs.hardware.get("warnings", []))
+    if outputs.transports:
+        fields["transport"] = combine_transports(outputs.transports)
+        fields["nccl_tuning"] = nccl_tuning(
+            outputs.transports[0].get("summary"), plan.config.nccl.variables()
+        )
+        fields["transport"]["hardware"] = hardware_witness(
+            fields.get("hw"),
+            fields["metrics"].get("comm_bytes_per_step"),
+            str(plan.config.interconnect.expected_transport),
+            plan.world_size,
+        )
+    if outputs.trace is not None:
+        fields["trace"] = with_untraced(outputs.trace, fields["metrics"].get("step_time_ms"))
+    task_class(plan.config.task._target_).finish(fields, plan, outputs.hardware)
+    return fields
+
+
+def write_manifest(
+    job_dir: Path, plan: JobPlan, fields: dict[str, Any], hardware: dict[str, Any]
+) -> None:
+    """manifest.json: the resolved config, overrides, git state, environment and hardware."""
+    manifest = {
+        "config": plan.resolved_config(),
+        "overrides": fields["overrides"],
+        "git": git_state(),
+        "env": plan.env.applied,
+        "link": fields.get("link"),
+        "env_replaced": plan.env.replaced,
+        "seed": plan.config.seed,
+        **(hardware or {"versions": versions()}),
+    }
+    write_json(job_dir / MANIFEST_FILE, manifest)
