@@ -460,15 +460,16 @@ def write_summary(
     plots: bool = True,
     family: str = FAMILIES[0],
     out_dir: Path | None = None,
+    read: tuple[list[dict[str, Any]], list[str]] | None = None,
 ) -> str | None:
     """Write summary.csv, summary.md and (with ``plots``) the plots into ``out_dir`` (the
     sweep directory: its own summary; another: a re-analysis beside it); return the
-    markdown.
+    markdown. ``read``: the sweep as :func:`read_sweep` read it, where the caller did.
 
     ``axis`` defaults to ``interconnect`` when it is swept; ``baseline`` to ``pcie`` for
     interconnect, else the axis's first value; ``family``: holm, bonferroni or none
     (:func:`linkbench.analysis.compare.sweep_comparisons`)."""
-    results, unreadable = read_sweep(sweep_dir)
+    results, unreadable = read or read_sweep(sweep_dir)
     if not results:
         return None
     out_dir = out_dir or sweep_dir
@@ -619,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     own.update(own_summary_settings(sweep))
     given = {k: getattr(args, k) for k in own if getattr(args, k) is not None}
     chosen = {**own, **given}
-    results = load_sweep(sweep)
+    read = read_sweep(sweep)
+    results = read[0]
     varied = {
         key: sorted({str(job_settings(r).get(key)) for r in results})
         for key in swept_keys(results)
@@ -631,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out
     if out is None and any(str(v) != str(own[k]) for k, v in given.items()):
         out = sweep / f"reanalysis-{chosen['axis'] or 'default'}"
-    print(write_summary(sweep, plots=True, out_dir=out, **chosen))
+    print(write_summary(sweep, plots=True, out_dir=out, read=read, **chosen))
     where = out or sweep
     print(f"written: {where / SUMMARY_CSV}, {where / SUMMARY_MD} and plots")
     return 0
