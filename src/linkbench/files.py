@@ -153,8 +153,13 @@ def usable_checkpoint(job_dir: Path, move_aside: bool = True) -> tuple[int | Non
     (``step-<N>.damaged``; by one process of the job only, ``move_aside``) and the job starts
     over."""
     info = read_json(job_dir / CHECKPOINT_INFO_FILE)
-    if info is None or "files" not in info:
+    if info is None:
         return None, None
+    if "files" not in info:  # one torch.save file, checkpoint.pt, before checkpoints by DCP
+        return None, (
+            f"{job_dir / CHECKPOINT_INFO_FILE} names a checkpoint of an older linkbench, which "
+            "this one cannot read; the job starts over from step 0"
+        )
     where = job_dir / info["dir"]
     for name, recorded in info["files"].items():
         path = where / name

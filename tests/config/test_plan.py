@@ -272,6 +272,11 @@ def test_the_plan_is_finished_when_make_plan_returns(compose_config, tmp_path):
     assert plan.resume_step is None and not saved.exists()
     assert any("step-6 is damaged (__0_0.distcp: 4 bytes" in note for note in plan.notes)
     assert (tmp_path / "checkpoint" / "step-6.damaged" / "__0_0.distcp").read_bytes() == b"stat"
+    # A checkpoint.json of before checkpoints by DCP (one checkpoint.pt) is said, not read.
+    (tmp_path / "checkpoint.json").write_text(json.dumps({"step": 4, "bytes": 9, "sha256": "x"}))
+    plan = make_plan(compose_config(["resume=true"]), str(tmp_path), [], CPU)
+    assert plan.resume_step is None
+    assert any("a checkpoint of an older linkbench" in note for note in plan.notes)
 
 
 def test_a_jobs_overrides_are_parsed_once_and_carried(compose_config, tmp_path, monkeypatch):

@@ -53,7 +53,7 @@ from linkbench.link.netns import LinkError, Network, new_spec
 from linkbench.link.transport import verify, verify_link
 from linkbench.parts.datasets import fetch
 from linkbench.worker.main import worker_main
-from linkbench.worker.stop import Stopped
+from linkbench.worker.stop import Stopped, stops_held
 from linkbench.worker.task import Task, task_class
 
 log = logging.getLogger("linkbench")
@@ -272,6 +272,7 @@ def run_job(cfg: DictConfig) -> float:
     record = JobRecord(job_dir, overrides)
     job_started_at = time.time()
     full = False  # the job's directory filled up
+    stopped_by: str | None = None  # the signal that stopped this job of a sweep
     try:
         sweep_dir = str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None
         plan = _plan_job(cfg, job_dir, overrides, machine, sweep_dir)
@@ -305,7 +306,7 @@ def run_job(cfg: DictConfig) -> float:
         record.interrupt(f"interrupted ({type(error).__name__}: {error})")
         name = _signal_name(error)
         if hydra_cfg.mode == RunMode.MULTIRUN:
-            stopping.request(name)  # the sweep stops after this job
+            stopped_by = name  # the sweep stops after this job, once it is recorded
         if isinstance(error, SignalException):
             stopped = JobInterrupted(f"{job_dir}: stopped by {name}, with its workers")
             if hydra_cfg.mode == RunMode.RUN:
@@ -331,11 +332,16 @@ def run_job(cfg: DictConfig) -> float:
         raise  # the launcher itself failed (rendezvous, ...): the record keeps the error
     finally:
         try:
-            record.write()
+            # A second stop signal (a job of submitit's gets the terminal's Ctrl-C and then the
+            # sweep's SIGTERM) must not cut the record short: it is what the stop keeps.
+            with stops_held():
+                record.write()
         except OSError as error:
             if error.errno != errno.ENOSPC:
                 raise
             full = True
+        if stopped_by is not None:
+            stopping.request(stopped_by)  # from now on, a second signal ends the process
         if full:
             _out_of_space(job_dir, record, hydra_cfg.mode)
     assert record.plan is not None  # planned, or the ConfigError above was raised

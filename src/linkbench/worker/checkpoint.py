@@ -121,7 +121,7 @@ def restore(job_dir: Path, stepper: Stepper, position: dict[str, int], me: Rank)
     ``position`` and this rank's RNG (collective); the checkpoint's step. A rank beyond the
     checkpoint's ranks takes rank 0's RNG states."""
     info = read_json(job_dir / CHECKPOINT_INFO_FILE)
-    assert info is not None, "the launcher found this checkpoint usable"
+    assert info is not None, "the plan found this checkpoint usable"
     rng_rank = me.rank if me.rank < int(info.get("world_size", 1)) else 0
     state = _state(stepper, 0, position, rng_rank, me.device)
     dcp.load(state, checkpoint_id=job_dir / info["dir"])

@@ -130,7 +130,12 @@ def disk_full(directory: str | Path, error: BaseException) -> bool:
 
 @contextlib.contextmanager
 def stops_held() -> Iterator[None]:
-    """SIGTERM and SIGINT ignored for the block (a failing rank recording its failure)."""
+    """SIGTERM and SIGINT ignored for the block (a failing rank recording its failure, a
+    stopped job writing its record); outside the main thread, where Python cannot set
+    handlers, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
