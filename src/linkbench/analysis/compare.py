@@ -24,6 +24,7 @@ from linkbench.analysis.stats import (
     CONFIDENCE,
     DEFAULT_MARGIN,
     Interval,
+    IntervalOptions,
     difference_interval,
     ratio_interval,
     verdict,
@@ -155,13 +156,14 @@ def compare_configurations(
     values, base_values = arm.values(metric), base.values(metric)
     if not values or not base_values or min(values + base_values) <= 0:
         return None
-    ratio = ratio_interval(values, base_values, _pairs(arm, base, metric), confidence, design)
+    options = IntervalOptions(confidence=confidence, design=design)
+    ratio = ratio_interval(values, base_values, _pairs(arm, base, metric), **options)
     step, base_step = arm.values("step_time_ms"), base.values("step_time_ms")
     step_pairs = _pairs(arm, base, "step_time_ms")
     step_ratio = step_diff = None
     if step and base_step:
-        step_ratio = ratio_interval(step, base_step, step_pairs, confidence, design)
-        step_diff = difference_interval(step, base_step, step_pairs, confidence, design)
+        step_ratio = ratio_interval(step, base_step, step_pairs, **options)
+        step_diff = difference_interval(step, base_step, step_pairs, **options)
     higher = not lower_is_better(metric)
     decided = verdict(ratio, margin, higher_is_better=higher)
     found = Comparison(
@@ -173,7 +175,7 @@ def compare_configurations(
         pairs = _pairs(arm, base, "eval_accuracy")
         found = replace(
             found,
-            accuracy=difference_interval(accuracy, base_accuracy, pairs, confidence, design),
+            accuracy=difference_interval(accuracy, base_accuracy, pairs, **options),
         )
     outliers = tuple(
         (str(r.job), r.metrics[metric] / statistics.median(c.values(metric)))

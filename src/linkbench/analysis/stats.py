@@ -38,6 +38,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from linkbench.analysis.sequential import Design
 
@@ -150,20 +151,26 @@ def _interval(
     return Interval(mean, mean - half, mean + half, runs, method, sd, pairs)
 
 
+class IntervalOptions(TypedDict, total=False):
+    """How an interval is taken: its confidence, and an adaptive sweep's design."""
+
+    confidence: float
+    design: Design | None
+
+
 def ratio_interval(
     arm: Sequence[float],
     baseline: Sequence[float],
     pairs: Sequence[tuple[float, float]] = (),
-    confidence: float = CONFIDENCE,
-    design: Design | None = None,
+    **options: Unpack[IntervalOptions],
 ) -> Interval:
     """The ratio of geometric means, the difference of mean log values exponentiated (values
-    must be positive: throughputs, times)."""
+    must be positive: throughputs, times); ``options`` as :func:`difference_interval`'s."""
     if min([*arm, *baseline]) <= 0:
         raise ValueError("ratios need positive values")
     log_pairs = [(math.log(a), math.log(b)) for a, b in pairs]
     logs = [math.log(v) for v in arm], [math.log(v) for v in baseline]
-    d = difference_interval(*logs, log_pairs, confidence, design)
+    d = difference_interval(*logs, log_pairs, **options)
     return Interval(_exp(d.estimate), _exp(d.low), _exp(d.high), d.runs, d.method, d.sd, d.pairs)
 
 
