@@ -216,7 +216,7 @@ def _run_other_rank(
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
         root.removeHandler(handler)  # rank 0 alone writes the job's log file
-    worker_main(make_plan(cfg, str(job_dir), overrides, machine, check_parts))
+    worker_main(make_plan(cfg, str(job_dir), overrides, machine))  # rank 0 checked the parts
     return 0.0
 
 
