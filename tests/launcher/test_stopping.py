@@ -44,12 +44,17 @@ def _stop(process: subprocess.Popen, signum: int) -> None:
         process.send_signal(signum)
 
 
-def _wait_for_a_running_job(process: subprocess.Popen, sweep: Path) -> Path:
+def _wait_for_a_running_job(process: subprocess.Popen, sweep: Path, jobs: int = 1) -> Path:
+    """A job of the sweep that has trained 2 steps, once ``jobs`` of them have."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        for partial in sweep.glob("*/metrics.json"):
-            if json.loads(partial.read_text())["step"] >= 2:
-                return partial.parent
+        running = [
+            partial.parent
+            for partial in sweep.glob("*/metrics.json")
+            if json.loads(partial.read_text())["step"] >= 2
+        ]
+        if len(running) >= jobs:
+            return running[0]
         assert process.poll() is None, process.communicate()[1][-3000:]
         time.sleep(0.2)
     os.killpg(process.pid, signal.SIGKILL)
@@ -129,12 +134,15 @@ def _descendants(root: int) -> list[int]:
 def test_a_submitit_local_sweep_stops_with_its_jobs_and_says_what_it_kept(tmp_path, signum):
     """hydra/launcher=submitit_local runs a batch of jobs at once, each in processes of
     submitit's: one Ctrl-C (or SIGTERM to the sweep's process) stops every job, the sweep
-    writes its summary and exits 128 + the signal, and no process is left."""
+    writes its summary and exits 128 + the signal, and no process is left. Stopped once
+    both jobs train: a job still starting its ranks when Ctrl-C comes may be SIGKILLed by
+    submitit's local controller a second later, before it records itself (its
+    Controller.kill_tasks; docs/failures.md), which is no test of linkbench's stop."""
     sweep = tmp_path / "sweep"
     process = _start(["hydra/launcher=submitit_local", "batch=2,3", "repeats=1", *LONG,
                       f"hydra.sweep.dir={sweep}"])  # fmt: skip
     try:
-        _wait_for_a_running_job(process, sweep)
+        _wait_for_a_running_job(process, sweep, jobs=2)
         below = _descendants(process.pid)
         _stop(process, signum)
         stdout, stderr = process.communicate(timeout=120)
