@@ -16,11 +16,11 @@ so), so it is one module and one YAML file.
   updates its share of the parameters and broadcasts them.
 
 A strategy's class owns everything that differs between them at run time: wrapping the
-model, building its
-optimizer, its model's and optimizer's state as each rank holds it, for
+model, building its optimizer, its model's and optimizer's state as each rank holds it, for
 ``torch.distributed.checkpoint`` to save and load (``get_state_dict``/``set_state_dict``
-unless it says otherwise), the context for a step without its collectives (the exposed-communication
-probe), its own communication timings, and the bytes its collectives move per step.
+unless it says otherwise), the context for a step without its collectives (the
+exposed-communication probe), its own communication timings, and the bytes its collectives
+move per step.
 """
 
 from __future__ import annotations

@@ -73,44 +73,50 @@ def _state(
     }
 
 
+def _first_failure(error: CheckpointException, where: Path) -> BaseException:
+    """The lowest rank's error of a failed ``dcp.save`` (every rank gets every rank's): an
+    OSError (a full disk, say) said as such, with the rank and the directory."""
+    rank, (first, _) = min(error.failures.items(), key=lambda item: item[0])
+    if isinstance(first, OSError):
+        return OSError(first.errno, f"{first.strerror or first}: rank {rank} writing {where}")
+    return first
+
+
+def _name(job_dir: Path, where: Path, step: int, files: list[dict[str, Any] | None]) -> None:
+    """checkpoint.json naming the checkpoint in ``where``: its step, directory, and every
+    file's size and SHA-256 (each rank's ``files``, and DCP's ``.metadata``)."""
+    described = {CHECKPOINT_METADATA: describe_file(where / CHECKPOINT_METADATA)}
+    for each in files:
+        described.update(each or {})
+    info = {
+        "step": step,
+        "dir": str(where.relative_to(job_dir)),
+        "world_size": len(files),
+        "files": dict(sorted(described.items())),
+    }
+    write_json(job_dir / CHECKPOINT_INFO_FILE, info)
+
+
 def save(job_dir: Path, stepper: Stepper, step: int, data: dict[str, int], me: Rank) -> None:
     """Write the checkpoint of ``step`` (collective: every rank calls it)."""
     where = checkpoint_step_dir(job_dir, step)
-    root = where.parent
     if me.is_main:  # what a killed write left, named by no checkpoint.json
         shutil.rmtree(where, ignore_errors=True)
     dist.barrier()
     try:
         dcp.save(_state(stepper, step, data, me.rank, me.device), checkpoint_id=where)
         mine = {p.name: describe_file(p) for p in checkpoint_rank_files(where, me.rank)}
-    except CheckpointException as error:  # every rank gets every rank's errors: the first's
+        files: list[dict[str, Any] | None] = [None] * me.world_size
+        dist.all_gather_object(files, mine)
+        if me.is_main:
+            _name(job_dir, where, step, files)
+    except BaseException as error:  # a checkpoint checkpoint.json does not name goes
         shutil.rmtree(where, ignore_errors=True)
-        rank, (first, _) = min(error.failures.items(), key=lambda item: item[0])
-        if isinstance(first, OSError):  # a full disk, say: said as such, where and when
-            what = first.strerror or str(first)
-            raise OSError(first.errno, f"{what}: rank {rank} writing {where}") from error
-        raise first from error
-    except BaseException:
-        shutil.rmtree(where, ignore_errors=True)
+        if isinstance(error, CheckpointException):
+            raise _first_failure(error, where) from error
         raise
-    files: list[dict[str, Any] | None] = [None] * me.world_size
-    dist.all_gather_object(files, mine)
     if me.is_main:
-        try:
-            described = {CHECKPOINT_METADATA: describe_file(where / CHECKPOINT_METADATA)}
-            for each in files:
-                described.update(each or {})
-            info = {
-                "step": step,
-                "dir": str(where.relative_to(job_dir)),
-                "world_size": me.world_size,
-                "files": dict(sorted(described.items())),
-            }
-            write_json(job_dir / CHECKPOINT_INFO_FILE, info)
-        except BaseException:
-            shutil.rmtree(where, ignore_errors=True)
-            raise
-        for old in root.iterdir():
+        for old in where.parent.iterdir():
             if old != where and not old.name.endswith(DAMAGED_SUFFIX):
                 shutil.rmtree(old, ignore_errors=True)
     dist.barrier()
