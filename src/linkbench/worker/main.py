@@ -36,6 +36,7 @@ from linkbench.worker.stop import (
     peer_left,
     record_failure,
     stop_on_sigterm,
+    stop_quietly,
     stops_held,
     watch_launcher,
 )
@@ -174,6 +175,8 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
             log.error("rank %d stopped: no space left in %s (%s)", rank, plan.job_dir, first)
         else:
             log.exception("rank %d failed", rank)
+        if not plan.in_place:  # recorded and said: a stop signal now only ends the rank
+            stop_quietly()
         raise
     finally:
         described = hardware.finish() if hardware is not None else None

@@ -43,6 +43,19 @@ def _raise_stopped(signum: int, frame: Any) -> None:
     raise Stopped(f"stopped by {signal.Signals(signum).name}")
 
 
+def _exit_quietly(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def stop_quietly() -> None:
+    """From now on a stop signal ends this (main) thread's process with 128 + the signal and
+    no traceback: for a rank that has recorded its own failure and is ending (the launcher
+    stops the other ranks meanwhile; a SIGTERM then must not print a second traceback from
+    torch's process wrapper)."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _exit_quietly)
+
+
 def stop_on_sigterm() -> None:
     """Turn SIGTERM into :class:`Stopped` in this (main) thread."""
     signal.signal(signal.SIGTERM, _raise_stopped)
