@@ -10,6 +10,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from linkbench.config import hydra_errors
 from linkbench.config.overrides import command_line_overrides, unknown_key
 from linkbench.config.schema import Config, register
 from linkbench.errors import ConfigError, refuse
@@ -25,6 +26,8 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    if problem := unknown_key(command_line_overrides(sys.argv[1:]), Config):
+    arguments = command_line_overrides(sys.argv[1:])
+    hydra_errors.install(arguments)  # Hydra's own errors on bad input: one sentence each
+    if problem := unknown_key(arguments, Config):
         refuse(ConfigError(problem))  # before Hydra, whose hint would say "+key"
     main()

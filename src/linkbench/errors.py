@@ -24,6 +24,10 @@ class JobFailed(CompactHydraException):
     """A job's workers failed; its result.json says what was measured before they did."""
 
 
+class DiskFull(JobFailed):
+    """The job's directory filled up; its sentence names the directory and the bytes free."""
+
+
 class JobInterrupted(CompactHydraException):
     """The job was stopped (SIGTERM); its result.json says ``interrupted``."""
 

@@ -152,9 +152,18 @@ def usable_checkpoint(job_dir: Path, move_aside: bool = True) -> tuple[int | Non
     from what checkpoint.json recorded, is damaged: its directory is moved aside
     (``step-<N>.damaged``; by one process of the job only, ``move_aside``) and the job starts
     over."""
-    info = read_json(job_dir / CHECKPOINT_INFO_FILE)
+    record = job_dir / CHECKPOINT_INFO_FILE
+    info = read_json(record)
     if info is None:
-        return None, None
+        if not record.exists():
+            return None, None
+        aside = record.with_name(record.name + DAMAGED_SUFFIX)
+        if move_aside:
+            record.replace(aside)
+        return None, (
+            f"{record} cannot be read (cut short, or not JSON), so no checkpoint can be trusted; "
+            f"it was moved to {aside.name} and the job starts over from step 0"
+        )
     if "files" not in info:  # one torch.save file, checkpoint.pt, before checkpoints by DCP
         return None, (
             f"{job_dir / CHECKPOINT_INFO_FILE} names a checkpoint of an older linkbench, which "

@@ -101,7 +101,7 @@ def test_tf32_on_cpu_falls_back_to_fp32_with_a_note(compose_config, tmp_path):
         (["model=gpt", "data=fake"], CPU, "data=synthetic"),
         (["model=vit_b_16", "data.image_size=100"], CPU, "multiple of 16"),
         (["data=fake", "data.size=10"], CPU, "data.size=10"),
-        (["+stesp=3"], CPU, "unknown key stesp"),
+        (["+stesp=3"], CPU, "stesp is not a key of linkbench's config; did you mean steps?"),
         (["model=custom"], CPU, "model._target_ is not set"),
         (["interconnect=pcie", "interconnect.env.NCCL_NVLS_ENABLE=1"], ONE_GPU, "NCCL_NVLS_ENABLE"),
         (["compile_mode=fast"], CPU, "compile_mode=fast is not one of default, reduce-overhead"),

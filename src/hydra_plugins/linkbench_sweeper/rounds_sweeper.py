@@ -17,20 +17,24 @@ imports it to look for plugins, so the sweeper is there for any Hydra app, run.p
 
 # No `from __future__ import annotations`: Hydra imports plugins outside sys.modules, where
 # dataclasses cannot resolve string annotations.
+import errno
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import open_dict
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import OmegaConf, open_dict
 
 from linkbench.analysis.sequential import DEFAULT_SPENDING, Design
+from linkbench.analysis.sweep import load_sweep
 from linkbench.config.plan import Machine, make_plan
-from linkbench.errors import ConfigError, refuse
-from linkbench.launcher import stopping
+from linkbench.errors import ConfigError, DiskFull, refuse
+from linkbench.files import MULTIRUN_FILE
+from linkbench.launcher import stopping, sweep_end
 from linkbench.launcher.sweeper import (
     AUTO,
     DEFAULT_MAX_JOBS,
@@ -43,6 +47,7 @@ from linkbench.launcher.sweeper import (
     check_configurations,
     check_rounds,
     check_size,
+    check_summary,
     check_values,
     round_sweep,
     sweep_repeats,
@@ -129,7 +134,55 @@ class RoundsSweeper(BasicSweeper):
             self.launcher = stopping.BatchAtOnce(
                 self.launcher, self._jobs_not_taken, self.is_adaptive
             )
-        return super().sweep(arguments)
+        return self._run(arguments)
+
+    def _run(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
+        """Hydra's basic sweep, except that a failed job does not end the sweep: the other
+        jobs run (every round an adaptive design needs), and the sweep ends after its
+        summary with the failed jobs named and exit status 1 (:mod:`linkbench.launcher.
+        sweep_end`). A full disk ends it at once: a further job would fail the same way."""
+        assert self.config is not None and self.launcher is not None
+        assert self.hydra_context is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        parsed = parser.parse_overrides([*self._parse_config(), *arguments])
+        self.overrides = self.split_arguments(parsed, self.max_batch_size)
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        returns: list[Sequence[JobReturn]] = []
+        failed: list[JobReturn] = []
+        try:
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            OmegaConf.save(self.config, sweep_dir / MULTIRUN_FILE)
+            index = 0
+            while not self.is_done():
+                batch = self.get_job_batch()
+                self.validate_batch_is_legal(batch)
+                results = self.launcher.launch(batch, initial_job_idx=index)
+                index += len(batch)
+                returns.append(results)
+                failed += [r for r in results if r.status == JobStatus.FAILED]
+                if full := [r for r in failed if isinstance(r._return_value, DiskFull)]:
+                    self._end_on_full_disk(sweep_end.job_name(full[0]))
+        except OSError as error:  # Hydra's own writes for a job (its .hydra folder)
+            if error.errno != errno.ENOSPC:
+                raise
+            self._end_on_full_disk(None)
+        if failed:
+            self._multirun_end()
+            sweep_end.end_with_failures(self.config, failed)
+        return returns
+
+    def _multirun_end(self) -> None:
+        """The callbacks' end of the sweep (its summary), before the sweep ends otherwise."""
+        assert self.hydra_context is not None
+        self.hydra_context.callbacks.on_multirun_end(
+            config=self.config, loader=self.hydra_context.config_loader
+        )
+
+    def _end_on_full_disk(self, where: str | None) -> NoReturn:
+        self._multirun_end()
+        kept = [j for j in load_sweep(Path(str(self.config.hydra.sweep.dir)))
+                if j.get("status") == "completed"]  # fmt: skip
+        sweep_end.end_on_full_disk(self.config, where, len(kept))
 
     def _check_whole(self, arguments: list[str]) -> None:
         """Before the first job: every value once, the sweep's size (said, and confirmed when
@@ -155,6 +208,7 @@ class RoundsSweeper(BasicSweeper):
         summary = self.config.hydra.callbacks.get("sweep_summary") or {}
         if summary.get("_target_") != LINKBENCH_SUMMARY:
             return  # another Hydra app: its configurations are not linkbench's to plan
+        check_summary(summary)
         check_axis(swept, summary.get("axis"), summary.get("baseline"))
         from linkbench.launcher.parts_check import check_parts  # torch: once a sweep is planned
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from linkbench.analysis.sequential import (
@@ -29,7 +29,7 @@ from linkbench.analysis.stats import (
     ratio_interval,
     verdict,
 )
-from linkbench.analysis.sweep import Configuration, group, swept_keys
+from linkbench.analysis.sweep import REPEAT_KEYS, Configuration, group, swept_keys
 from linkbench.metrics import lower_is_better
 
 ACCURACY_MARGIN = 0.005  # held-out accuracy "equal" within ±0.5 points
@@ -64,6 +64,11 @@ class Comparison:
     design: Design | None = None
     """An adaptive sweep's design (its intervals are repeated ones)."""
     confidence: float = CONFIDENCE
+
+    @property
+    def lost(self) -> list[str]:
+        """Jobs of either side that did not complete: the runs this comparison lacks."""
+        return self.arm.lost() + self.base.lost()
 
     @property
     def pairs(self) -> int:
@@ -220,6 +225,25 @@ def along_axis(
     return comparisons
 
 
+def unjudged(configs: list[Configuration], comparisons: list[Comparison], axis: str | None,
+             baseline: Any) -> list[tuple[Configuration, Configuration]]:  # fmt: skip
+    """(arm, baseline) along ``axis`` with no comparison because a side has no completed
+    run (every job of it failed or was stopped)."""
+    if axis is None:
+        return []
+    judged = {(id(c.arm), id(c.base)) for c in comparisons}
+    out = []
+    for config in configs:
+        settings = config.values_by_key
+        if axis not in settings or str(settings[axis]) == str(baseline):
+            continue
+        wanted = _text({k: (baseline if k == axis else v) for k, v in settings.items()})
+        base = next((c for c in configs if _text(c.values_by_key) == wanted), None)
+        if base is not None and (id(config), id(base)) not in judged:
+            out.append((config, base))
+    return out
+
+
 @dataclass(frozen=True)
 class SweepComparisons:
     """A sweep's configurations and its comparisons along one axis (none without an axis)."""
@@ -234,6 +258,11 @@ class SweepComparisons:
     family: str = "none"
     decided_first: int = 0
     """Holm: the comparisons decided before the final level (k above)."""
+    unjudged: list[tuple[Configuration, Configuration]] = field(default_factory=list)
+    """(arm, baseline) pairs with no comparison: a side has no completed run."""
+    axis_note: str | None = None
+    """How the axis was chosen where the user named none and it is not ``interconnect``, or
+    why there is none."""
 
 
 def sweep_comparisons(
@@ -264,24 +293,49 @@ def sweep_comparisons(
         raise ValueError(f"family={family!r}: choose one of {', '.join(FAMILIES)}")
     keys = swept_keys(results)
     configs = group(results, keys)
-    if axis is None and DEFAULT_AXIS in keys:
-        axis = DEFAULT_AXIS
+    note = None
+    if axis is None:
+        axis = default_axis(keys)
+        varied = [k for k in keys if k not in REPEAT_KEYS]
+        if axis is None and len(varied) > 1:
+            note = (
+                f"No comparisons: this sweep varies {', '.join(varied)} and none of them is "
+                "the default axis; choose one with hydra.callbacks.sweep_summary.axis=KEY (or "
+                "python -m linkbench.report SWEEP --axis KEY)."
+            )
+        elif axis is not None and axis != DEFAULT_AXIS:
+            note = (
+                f"Compared along {axis}, the one key this sweep varies (name another with "
+                "hydra.callbacks.sweep_summary.axis)."
+            )
     if axis is None or axis not in keys:
-        return SweepComparisons(keys, configs, [])
+        return SweepComparisons(keys, configs, [], axis_note=note)
     if baseline is None:
         baseline = default_baseline(configs, axis)
     comparisons = along_axis(configs, axis, baseline, margin, design)
+    lost = unjudged(configs, comparisons, axis, baseline)
     m = len(comparisons)
     if family == "none" or m < 2:
-        return SweepComparisons(keys, configs, comparisons)
+        return SweepComparisons(keys, configs, comparisons, unjudged=lost, axis_note=note)
     decided = 0
     while True:
         confidence = 1 - (1 - CONFIDENCE) / (m - decided)
         comparisons = along_axis(configs, axis, baseline, margin, design, confidence)
         winners = sum(c.verdict in WINNERS for c in comparisons)
         if family == "bonferroni" or winners <= decided or winners == m:
-            return SweepComparisons(keys, configs, comparisons, confidence, family, decided)
+            return SweepComparisons(
+                keys, configs, comparisons, confidence, family, decided, lost, note
+            )
         decided = winners
+
+
+def default_axis(keys: list[str]) -> str | None:
+    """The axis a sweep is compared along when none is named: ``interconnect`` when it is
+    swept, else the one key the sweep varies (None when it varies several, or none)."""
+    if DEFAULT_AXIS in keys:
+        return DEFAULT_AXIS
+    varied = [k for k in keys if k not in REPEAT_KEYS]
+    return varied[0] if len(varied) == 1 else None
 
 
 def _text(settings: dict[str, Any]) -> dict[str, str]:

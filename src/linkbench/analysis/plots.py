@@ -31,6 +31,7 @@ from linkbench.files import (
     RATIOS_PLOT,
     STEP_BREAKDOWN_PLOT,
     links_plot,
+    replace_atomically,
 )
 from linkbench.metrics import Metric, is_geometric, metric, table
 
@@ -48,9 +49,12 @@ def _errors(means: list[Mean]) -> list[list[float]]:
 
 
 def _save(figure: Figure, path: Path) -> Path:
+    """Save the figure whole or not at all (a full disk leaves no empty plot)."""
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    try:
+        replace_atomically(path, lambda tmp: figure.savefig(tmp, dpi=110, format=path.suffix[1:]))
+    finally:
+        plt.close(figure)
     return path
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from linkbench.analysis.compare import (
     Comparison,
     ScalingRow,
     SweepComparisons,
+    default_axis,
     scaling_rows,
     sweep_comparisons,
 )
@@ -54,6 +56,7 @@ from linkbench.files import (
     SUMMARY_CSV,
     SUMMARY_MD,
     read_json,
+    replace_atomically,
 )
 from linkbench.metrics import lower_is_better, probe_mark, table
 
@@ -141,7 +144,7 @@ def verdict_line(c: Comparison, rounds: dict[str, Any] | None = None) -> str:
         return (
             f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {c.ratio.estimate:.3f}x "
             f"({c.unit}), {runs}: **inconclusive** (a side with one run gives no interval; "
-            "use repeats=3 or more)"
+            "use repeats=3 or more)" + _lost(c)
         )
     line = (
         f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {_span(c.ratio)} ({c.unit}, "
@@ -172,12 +175,42 @@ def verdict_line(c: Comparison, rounds: dict[str, Any] | None = None) -> str:
     if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:
         d = c.step_time_diff_ms
         line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
+    line += _lost(c)
     if c.outliers:
         named = ", ".join(
             f"{job} ({ratio:.2f}x its configuration's median)" for job, ratio in c.outliers
         )
         line += f"; outlier run(s), kept in the verdict: {named}"
     return line
+
+
+def _unjudged_line(arm: Configuration, base: Configuration, axis: str) -> str:
+    """A comparison with no verdict: a side has no completed run."""
+    where = ", ".join(f"{k}={v}" for k, v in arm.settings if k != axis)
+    empty = [c for c in (arm, base) if not c.runs()]
+    said = "; ".join(
+        f"{c.label()} has no completed run ({len(c.lost())} job(s) failed or stopped: "
+        f"{', '.join(c.lost())})"
+        for c in empty
+    )
+    return (
+        f"- {'at ' + where + ': ' if where else ''}{axis}={arm.values_by_key[axis]} vs "
+        f"{base.values_by_key[axis]}: **no verdict**: {said}"
+    )
+
+
+def _unfinished_line(job: dict[str, Any]) -> str:
+    """A job that failed or was stopped, with what its record says of why."""
+    error = " ".join(str(job.get("error") or "no error recorded").split())
+    shown = error if len(error) <= 300 else error[:297] + "..."
+    return f"- {job.get('job')}: {job.get('status')}: {shown}"
+
+
+def _lost(c: Comparison) -> str:
+    """What a comparison lacks: its jobs that failed or were stopped."""
+    if not c.lost:
+        return ""
+    return f"; {len(c.lost)} run(s) lost, their jobs failed or were stopped: {', '.join(c.lost)}"
 
 
 def _accuracy(c: Comparison) -> str:
@@ -254,9 +287,19 @@ def markdown(
             f"({SUMMARY_MD} beside its jobs), not for these.",
             "",
         ]
+    if found.axis_note and not comparisons:
+        out += [found.axis_note, ""]
+    if found.unjudged and not comparisons:
+        arm, base = found.unjudged[0]
+        axis = next(k for k, _ in arm.settings if arm.values_by_key[k] != base.values_by_key[k])
+        out += [f"## Verdicts: {axis} against {axis}={base.values_by_key[axis]}", ""]
+        out += [_unjudged_line(arm, base, axis) for arm, base in found.unjudged] + [""]
     if comparisons:
         axis = comparisons[0].axis
         out += [f"## Verdicts: {axis} against {axis}={comparisons[0].baseline}", ""]
+        if found.axis_note:
+            out += [found.axis_note, ""]
+        out += [_unjudged_line(arm, base, axis) for arm, base in found.unjudged]
         if axis == "interconnect" and all(j.get("backend") == "gloo" for j in jobs):
             out += [
                 "Every job ran on gloo, where the interconnect setting has no effect: each "
@@ -282,6 +325,8 @@ def markdown(
         out += ["## Where the step goes (profile=trace)", "", TRACE_NOTE, "", *breakdown, ""]
     if links := link_table(link_rows(configs)):
         out += ["## Emulated links: measured against the bytes", "", LINK_NOTE, "", *links, ""]
+    if unfinished := [j for j in jobs if j.get("status") != "completed"]:
+        out += ["## Jobs that did not complete", "", *map(_unfinished_line, unfinished), ""]
     out += [f"## Configurations: geometric mean [{CONFIDENCE:.0%} interval over runs]", ""]
     for config in configs:
         key, unit = config.headline()
@@ -480,19 +525,37 @@ def write_summary(
     scaling = scaling_rows(configs) if "devices" in keys else []
     rows = configuration_rows(keys, configs, comparisons, scaling)
     columns = list(dict.fromkeys(c for row in rows for c in row))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with (out_dir / SUMMARY_CSV).open("w", newline="") as handle:
+    rounds = (read_json(sweep_dir / ROUNDS_FILE) or {}) if own else None
+    text = markdown(sweep_dir, found, scaling, margin, tolerance, design, rounds, unreadable)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        replace_atomically(out_dir / SUMMARY_CSV, lambda tmp: _write_csv(tmp, columns, rows))
+        replace_atomically(out_dir / SUMMARY_MD, lambda tmp: tmp.write_text(text))
+        if plots:
+            from linkbench.analysis.plots import plot_sweep
+
+            plot_sweep(out_dir, configs, comparisons)
+    except OSError as error:
+        raise SummaryNotWritten(text, out_dir, error) from error
+    return text
+
+
+class SummaryNotWritten(OSError):
+    """The summary was made but could not be written (a full disk): ``text`` holds it, for
+    the console. Each file is written whole or not at all."""
+
+    def __init__(self, text: str, out_dir: Path, error: OSError) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.text, self.out_dir = text, out_dir
+        free = shutil.disk_usage(out_dir).free if out_dir.exists() else 0
+        self.reason = f"{error.strerror or error} ({free:,} bytes free)"
+
+
+def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    rounds = (read_json(sweep_dir / ROUNDS_FILE) or {}) if own else None
-    text = markdown(sweep_dir, found, scaling, margin, tolerance, design, rounds, unreadable)
-    (out_dir / SUMMARY_MD).write_text(text)
-    from linkbench.analysis.plots import plot_sweep
-
-    if plots:
-        plot_sweep(out_dir, configs, comparisons)
-    return text
 
 
 def own_summary_settings(sweep_dir: Path) -> dict[str, Any]:
@@ -562,13 +625,14 @@ def axis_problem(
     if axis is None:
         if baseline is None:
             return None
-        if DEFAULT_AXIS not in keys:
+        axis = default_axis(keys)
+        if axis is None:
             return (
-                f"{option('baseline', baseline)} needs an axis: this sweep does not vary "
-                f"{DEFAULT_AXIS} (the default axis); add {option('axis', (keys or ['<a key>'])[0])}"
-                " (or another key it varies)."
+                f"{option('baseline', baseline)} needs an axis: this sweep varies "
+                f"{', '.join(keys) or 'no key'}, so none is the default ({DEFAULT_AXIS} is, "
+                f"where it is swept, or the one key swept); add "
+                f"{option('axis', (keys or ['<a key>'])[0])} (or another key it varies)."
             )
-        axis = DEFAULT_AXIS
     if axis not in keys:
         return (
             f"{option('axis', axis)} is not a key this sweep varies; choose one of "
@@ -633,7 +697,13 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out
     if out is None and any(str(v) != str(own[k]) for k, v in given.items()):
         out = sweep / f"reanalysis-{chosen['axis'] or 'default'}"
-    print(write_summary(sweep, plots=True, out_dir=out, read=read, **chosen))
+    try:
+        print(write_summary(sweep, plots=True, out_dir=out, read=read, **chosen))
+    except SummaryNotWritten as error:
+        print(error.text)
+        print(f"the summary could not be written into {error.out_dir}: {error.reason}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     where = out or sweep
     print(f"written: {where / SUMMARY_CSV}, {where / SUMMARY_MD} and plots")
     return 0

@@ -93,6 +93,11 @@ class Configuration:
             k: statistics.fmean(t[k] for t in traced if isinstance(t.get(k), float)) for k in keys
         }
 
+    def lost(self) -> list[str]:
+        """The jobs of this configuration that did not complete (failed or interrupted): runs
+        its comparisons lack."""
+        return [str(j.get("job")) for j in self.jobs if j.get("status") != "completed"]
+
     @property
     def status(self) -> str:
         states = {str(job.get("status")) for job in self.jobs}

@@ -140,10 +140,23 @@ def unknown_key(arguments: list[str], schema: type) -> str | None:
         parts = name.split(".")
         if any(keys.get(".".join(parts[:i])) for i in range(1, len(parts))):
             continue  # inside a dict such as model.kwargs
-        near = difflib.get_close_matches(name, list(keys), n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(near)}?" if near else "see docs/configuration.md."
-        return f"{name} is not a key of linkbench's config; {hint}"
+        return f"{name} is not a key of linkbench's config; {key_hint(name, schema)}"
     return None
+
+
+def key_hint(name: str, schema: type) -> str:
+    """The nearest keys ``schema`` has to ``name`` ("did you mean steps?"), or where the keys
+    are listed."""
+    near = difflib.get_close_matches(name, list(_schema_keys(schema)), n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(near)}?" if near else "see docs/configuration.md."
+
+
+def override_texts(node: Any) -> list[str]:
+    """The override strings of a Hydra ``overrides`` list node as the user typed them: an
+    interpolation in one (``batch=${oops}``) stays text here, for the plan to refuse."""
+    from omegaconf import OmegaConf
+
+    return [str(text) for text in OmegaConf.to_container(node, resolve=False) or []]
 
 
 def command_line_overrides(argv: list[str]) -> list[str]:

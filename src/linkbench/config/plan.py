@@ -24,8 +24,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from linkbench.config.data_sizes import folder_classes, held_out_size, train_size
+from linkbench.config.hydra_errors import sentence
 from linkbench.config.layout import Layout, fits
-from linkbench.config.overrides import JobOverrides
+from linkbench.config.overrides import JobOverrides, key_hint
 from linkbench.config.scaling import LrSchedule, scaled_lr
 from linkbench.config.schema import (
     AUTO,
@@ -168,6 +169,12 @@ class JobPlan:
         return self.config.steps
 
     @property
+    def untimed_steps(self) -> int:
+        """Steps before the timed ones (``config.untimed_steps``, resolved once planned)."""
+        assert self.config.untimed_steps is not None
+        return self.config.untimed_steps
+
+    @property
     def log_dir(self) -> Path:
         """Per-rank logs: ``<job>/logs``, or ``<job>/logs/repeat<N>`` for later repeats."""
         logs = Path(self.job_dir) / LOG_DIR
@@ -238,8 +245,8 @@ def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
     unknown = _unknown_keys(cfg, Config, chosen=chosen)
     require(
         not unknown,
-        f"unknown key {', '.join(unknown)}: check its spelling; `python run.py --cfg job` "
-        "prints every key.",
+        f"{', '.join(unknown)} is not a key of linkbench's config; "
+        + key_hint(unknown[0] if unknown else "", Config),
     )
     try:
         schema = OmegaConf.structured(Config)
@@ -251,12 +258,11 @@ def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
         raise ConfigError(f"{error.full_key} is not set; add {error.full_key}=VALUE.") from None
     except ConfigKeyError as error:
         raise ConfigError(
-            f"unknown key {error.full_key}: check its spelling; `python run.py --cfg job` "
-            "prints every key."
+            f"{error.full_key} is not a key of linkbench's config; "
+            + key_hint(str(error.full_key), Config)
         ) from None
     except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", "") or "the config"
-        raise ConfigError(f"{key}: {error}".replace("\n", " ")) from None
+        raise ConfigError(str(sentence(error))) from None
     assert isinstance(config, Config)
     for key, value in _numbers(config):
         require(
@@ -392,6 +398,12 @@ def _resolve_budget(config: Config, replicas: int, notes: list[str]) -> tuple[Co
     whole batches."""
     size = train_size(config.data)
     per_epoch = (size // replicas) // config.batch if size is not None else None
+    require(
+        per_epoch != 0,
+        f"data={config.data.name} gives each of {replicas} data-parallel replica(s) "
+        f"{(size or 0) // replicas} training samples, fewer than one batch of "
+        f"batch={config.batch}; lower batch (at most {(size or 0) // replicas}) or use more data.",
+    )
     if config.epochs is None and config.samples is None:
         return config, per_epoch
     budget = f"epochs={config.epochs}" if config.epochs is not None else f"samples={config.samples}"
@@ -409,17 +421,12 @@ def _resolve_budget(config: Config, replicas: int, notes: list[str]) -> tuple[Co
             "or samples, or data=digits, fake, imagefolder or cifar10.",
         )
         assert per_epoch is not None and config.epochs is not None
-        require(
-            per_epoch > 0,
-            f"data={config.data.name} gives each of {replicas} data-parallel replicas fewer "
-            f"than one batch of {config.batch}; lower batch.",
-        )
         steps = math.ceil(config.epochs * per_epoch)
     notes.append(
         f"{budget} at global batch {global_batch} makes {steps} steps ({steps * global_batch:,} "
         "samples" + (f", {per_epoch} steps per epoch)" if per_epoch else ")")
     )
-    untimed = min(config.untimed_steps, steps - 1)
+    untimed = None if config.untimed_steps is None else min(config.untimed_steps, steps - 1)
     return dataclasses.replace(config, steps=steps, untimed_steps=untimed), per_epoch
 
 
@@ -630,6 +637,8 @@ def make_plan(
         config, steps_per_epoch = _resolve_budget(config, layout.data, notes)
     if config.steps is None:
         config = dataclasses.replace(config, steps=DEFAULT_STEPS)
+    if config.untimed_steps is None:
+        config = dataclasses.replace(config, untimed_steps=config.default_untimed_steps())
     config.check()
     assert config.steps is not None  # set by the budget, checked by config.check()
     steps = config.steps

@@ -147,6 +147,8 @@ class Collective(Choice):
 MAX_SAMPLE_HZ = 50.0
 # A job's training steps when neither steps, epochs nor samples says.
 DEFAULT_STEPS = 100
+# Steps not timed when untimed_steps is null, in a run of 20 steps or more.
+DEFAULT_UNTIMED_STEPS = 10
 # torch.compile's modes (torch.compile's docstring); hyphens rule out an enum.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 TENSOR_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int8")
@@ -651,8 +653,10 @@ class Config:
     """The budget in passes over the training data instead of steps (data with a size)."""
     samples: int | None = None
     """The budget in training samples (over every rank) instead of steps."""
-    untimed_steps: int = 10
-    """Steps before the timed ones (start-up, compilation); not the learning-rate warmup."""
+    untimed_steps: int | None = None
+    """Steps before the timed ones (start-up, compilation); not the learning-rate warmup.
+    null: DEFAULT_UNTIMED_STEPS, or half the steps of a shorter run, and at least what
+    ``compile`` or ``cuda_graphs`` need (:meth:`default_untimed_steps`); the plan sets it."""
     warmup_steps: int | None = None
     """Deprecated name of untimed_steps, still accepted."""
     log_every: int = 10
@@ -735,6 +739,7 @@ class Config:
         """The rules between groups and keys, once, in the plan, on the finished numbers
         (``steps`` set): each field's own range is checked when the config is built."""
         assert self.steps is not None, "the plan sets steps before it checks the config"
+        assert self.untimed_steps is not None, "and untimed_steps"
         require(
             0 <= self.untimed_steps < self.steps,
             f"untimed_steps={self.untimed_steps} must be at least 0 and below "
@@ -749,6 +754,16 @@ class Config:
         )
         self._check_debug(self.steps)
         self._check_strategy()
+
+    def default_untimed_steps(self) -> int:
+        """``untimed_steps=null``: DEFAULT_UNTIMED_STEPS, at most half of ``steps`` (so
+        ``steps=10`` times 5), and at least the steps ``compile`` or ``cuda_graphs`` must
+        leave untimed."""
+        assert self.steps is not None
+        needed = COMPILE_STEPS if self.compile else 0
+        if self.cuda_graphs:
+            needed = CUDA_GRAPH_EAGER_STEPS + 1
+        return max(needed, min(DEFAULT_UNTIMED_STEPS, self.steps // 2))
 
     @property
     def job_runs(self) -> int:
@@ -813,6 +828,7 @@ class Config:
         )
 
     def _check_speed(self) -> None:
+        assert self.untimed_steps is not None  # set by the plan before its checks
         if self.compile:
             require(
                 self.untimed_steps >= COMPILE_STEPS,

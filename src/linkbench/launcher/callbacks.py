@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from linkbench.analysis.compare import FAMILIES
-from linkbench.analysis.report import DEFAULT_TOLERANCE, write_summary
+from linkbench.analysis.report import DEFAULT_TOLERANCE, SummaryNotWritten, write_summary
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import load_sweep, timed_training_s
-from linkbench.config.overrides import key, parse
-from linkbench.errors import ConfigError
+from linkbench.config.overrides import key, override_texts, parse
+from linkbench.errors import ConfigError, refuse
 from linkbench.files import SUMMARY_MD
-from linkbench.launcher.sweeper import sweep_rounds
+from linkbench.launcher.sweeper import check_summary, sweep_rounds
 
 log = logging.getLogger("linkbench")
 
@@ -40,7 +39,9 @@ def sweep_dimensions(hydra_node: DictConfig) -> dict[str, int] | None:
     (as the basic sweeper expands them); None when that cannot be worked out."""
     try:
         params = hydra_node.sweeper.get("params") or {}
-        arguments = [f"{k}={v}" for k, v in params.items()] + list(hydra_node.overrides.task)
+        arguments = [f"{k}={v}" for k, v in params.items()] + override_texts(
+            hydra_node.overrides.task
+        )
         parsed = parse(arguments)
         by_key = {key(o): o for o in parsed}
         return {
@@ -85,11 +86,8 @@ class SweepSummary(Callback):
         accuracy_tolerance: float = DEFAULT_TOLERANCE,
         family: str = FAMILIES[0],
     ) -> None:
-        if family not in FAMILIES:
-            raise ConfigError(
-                f"hydra.callbacks.sweep_summary.family={family} is not a family adjustment; "
-                f"choose one of {', '.join(FAMILIES)}."
-            )
+        check_summary({"margin": margin, "accuracy_tolerance": accuracy_tolerance,
+                       "family": family})  # fmt: skip
         self.axis, self.baseline, self.margin, self.family = axis, baseline, margin, family
         self.tolerance = accuracy_tolerance
         self.expected: int | None = None
@@ -97,6 +95,7 @@ class SweepSummary(Callback):
         self.printed = False
         self.started = time.monotonic()
         self.adaptive: tuple[int, int] | None = None
+        self.not_written: str | None = None  # why the summary was not written (a full disk)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.expected = expected_jobs(config)
@@ -123,7 +122,7 @@ class SweepSummary(Callback):
                     left += f": {fewest:.0f} to {most:.0f} s left, as the rounds decide"
                 elif most >= 1:
                     left += f": about {most:.0f} s left"
-        overrides = " ".join(config.hydra.overrides.task)
+        overrides = " ".join(override_texts(config.hydra.overrides.task))
         log.info("job %d%s (%.0f s elapsed%s): %s", self.finished + 1, total, elapsed, left,
                  overrides)  # fmt: skip
 
@@ -143,16 +142,28 @@ class SweepSummary(Callback):
                 self._print(sweep_dir, text)
 
     def _write(self, sweep_dir: Path, plots: bool = True) -> str | None:
-        return write_summary(
-            sweep_dir, self.axis, self.baseline, self.margin, self.tolerance, plots, self.family
-        )
+        """The summary's text, written beside the jobs where it fits (a full disk: the
+        text alone, for the console, and why it was not written)."""
+        try:
+            text = write_summary(
+                sweep_dir, self.axis, self.baseline, self.margin, self.tolerance, plots,
+                self.family,
+            )  # fmt: skip
+        except SummaryNotWritten as error:
+            self.not_written = error.reason
+            return error.text
+        self.not_written = None
+        return text
 
     def _print(self, sweep_dir: Path, text: str) -> None:
         self.printed = True
         wall = time.monotonic() - self.started
         timed = timed_training_s(load_sweep(sweep_dir))
+        where = f"summary: {sweep_dir / SUMMARY_MD}, summary.csv and plots beside it"
+        if self.not_written:
+            where = f"the summary could not be written into {sweep_dir}: {self.not_written}"
         print(
-            f"\n{text}\n(summary: {sweep_dir / SUMMARY_MD}, summary.csv and plots beside it)\n"
+            f"\n{text}\n({where})\n"
             f"sweep wall time {wall:.1f} s, of which {timed:.1f} s timed training steps "
             f"({timed / wall:.0%})"
         )
@@ -189,8 +200,8 @@ class OutputDirCheck(Callback):
         reason = unwritable_reason(Path(directory).expanduser().absolute())
         if reason:
             # Hydra turns a callback's exceptions into warnings; this must stop the run.
-            print(
-                f"{key}={directory} cannot hold the outputs: {reason}; choose another {key}.",
-                file=sys.stderr,
+            refuse(
+                ConfigError(
+                    f"{key}={directory} cannot hold the outputs: {reason}; choose another {key}."
+                )
             )
-            raise SystemExit(1)

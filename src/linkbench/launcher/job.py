@@ -27,10 +27,10 @@ from omegaconf import DictConfig, OmegaConf
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-from linkbench.config.overrides import JobOverrides
+from linkbench.config.overrides import JobOverrides, override_texts
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import InterconnectName
-from linkbench.errors import ConfigError, JobFailed, JobInterrupted, end, refuse
+from linkbench.errors import ConfigError, DiskFull, JobFailed, JobInterrupted, end, refuse
 from linkbench.files import (
     METRICS_FILE,
     NCCL_LOGS,
@@ -39,6 +39,7 @@ from linkbench.files import (
     RESULT_FILE,
     rank_log,
     read_json,
+    replace_atomically,
     write_json,
 )
 from linkbench.launcher import stopping
@@ -105,7 +106,7 @@ def write_rerun_config(plan: JobPlan, job_dir: Path) -> None:
     for ``python run.py --config-path <job> --config-name rerun``."""
     header = f"# Rerun this job: python run.py --config-path {job_dir} --config-name rerun\n"
     body = OmegaConf.to_yaml(OmegaConf.create(plan.resolved_config()))
-    (job_dir / RERUN_FILE).write_text(header + body)
+    replace_atomically(job_dir / RERUN_FILE, lambda tmp: tmp.write_text(header + body))
 
 
 def timing_overheads(
@@ -259,7 +260,7 @@ def run_job(cfg: DictConfig) -> float:
     job_dir = Path(hydra_cfg.runtime.output_dir)
     export_slurm_world()
     machine = Machine.current()
-    overrides = JobOverrides.of(list(hydra_cfg.overrides.task))  # parsed once, carried
+    overrides = JobOverrides.of(override_texts(hydra_cfg.overrides.task))  # parsed once, carried
     if machine.outside is not None:
         check_outside_launch(hydra_cfg, dict(machine.environ))
         if machine.outside.rank != 0:
@@ -363,7 +364,7 @@ def _out_of_space(job_dir: Path, record: JobRecord, mode: RunMode | None) -> Non
             "printed above"
         )
     free = shutil.disk_usage(job_dir).free
-    full = JobFailed(
+    full = DiskFull(
         f"{job_dir} filled up ({free:,} bytes free); {kept}; free space there or choose "
         "another hydra.run.dir or hydra.sweep.dir."
     )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -24,9 +23,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from linkbench.analysis.report import own_summary_settings, write_summary
+from linkbench.analysis.report import SummaryNotWritten, own_summary_settings, write_summary
 from linkbench.analysis.sweep import load_sweep
 from linkbench.files import SUMMARY_MD
+from linkbench.launcher.sweep_end import resume_command
 from linkbench.worker.stop import alive
 
 # How long a stopped sweep waits for the jobs it started to end (each job's own launcher
@@ -153,13 +153,14 @@ def stop_sweep(config: Any, never_ran: int, adaptive: bool) -> None:
     kept = [j for j in jobs if j.get("status") == "completed"]
     interrupted = [Path(j["job_dir"]).name for j in jobs if j.get("status") == "interrupted"]
     failed = len(jobs) - len(kept) - len(interrupted)
-    summary = sweep_dir / SUMMARY_MD
-    if jobs and (text := write_summary(sweep_dir, **own_summary_settings(sweep_dir))):
+    summary = f"{sweep_dir / SUMMARY_MD}"
+    try:
+        text = write_summary(sweep_dir, **own_summary_settings(sweep_dir)) if jobs else None
+    except SummaryNotWritten as error:
+        text, summary = error.text, f"printed above, not written ({error.reason})"
+    if text:
         print("\n" + text)
-    arguments = [a for a in config.hydra.overrides.task if not a.startswith("resume=")]
-    again = shlex.join(
-        ["python", "run.py", "-m", *arguments, f"hydra.sweep.dir={sweep_dir}", "resume=true"]
-    )
+    again = resume_command(config)
     print(
         f"sweep stopped by {name}: {len(kept)} job(s) completed and kept"
         + (f", {failed} failed" if failed else "")

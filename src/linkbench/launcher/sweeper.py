@@ -28,18 +28,18 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from linkbench.analysis.compare import Comparison, sweep_comparisons
+from linkbench.analysis.compare import FAMILIES, Comparison, sweep_comparisons
 from linkbench.analysis.report import axis_problem
 from linkbench.analysis.sequential import SPENDING, Design, known_spending
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import Configuration, load_sweep
-from linkbench.config.overrides import key, parse, settings
+from linkbench.config.overrides import key, override_texts, parse, settings
 from linkbench.errors import ConfigError
 from linkbench.files import ROUNDS_FILE, read_json, write_json
 
@@ -50,6 +50,8 @@ AUTO = "auto"
 DEFAULT_MAX_ROUNDS = 8
 DEFAULT_MIN_ROUNDS = 3
 DEFAULT_MAX_JOBS = 200
+# Rounds in which a configuration's job failed before an adaptive sweep stops running it.
+GIVE_UP_AFTER = 2
 
 
 # Launchers that run a batch's jobs at the same time on this host.
@@ -62,7 +64,7 @@ def sweep_repeats(config: DictConfig, arguments: list[str] | None = None) -> int
     (adaptive rounds); one round when ``repeats`` is swept."""
     params = dict(config.hydra.sweeper.get("params") or {})
     overrides = [f"{k}={v}" for k, v in params.items()]
-    overrides += list(config.hydra.overrides.task if arguments is None else arguments)
+    overrides += override_texts(config.hydra.overrides.task) if arguments is None else arguments
     try:
         parsed = parse(overrides)
     except Exception:
@@ -133,6 +135,11 @@ def check_size(configurations: int, fewest_jobs: int, adaptive: bool, max_jobs: 
 def check_values(swept: dict[str, list[str]]) -> None:
     """Refuse a swept key that names one value twice: its jobs would share a directory."""
     for name, values in swept.items():
+        if not values:
+            raise ConfigError(
+                f"{name} is swept over no value, so the sweep would run nothing; give it at "
+                f"least one (e.g. {name}=8,16)."
+            )
         twice = sorted({v for v in values if values.count(v) > 1})
         if twice:
             raise ConfigError(
@@ -149,6 +156,29 @@ def check_axis(swept: dict[str, list[str]], axis: Any, baseline: Any) -> None:
     setting = "hydra.callbacks.sweep_summary.{}={}".format
     if problem := axis_problem(varied, axis, baseline, setting):
         raise ConfigError(problem)
+
+
+def check_summary(summary: Mapping[str, Any]) -> None:
+    """Refuse, in one sentence, summary settings the analysis cannot use (its margin,
+    accuracy tolerance and family), before the first job rather than after the last."""
+    key = "hydra.callbacks.sweep_summary.{}={}".format
+    for name, low, high in (("margin", 0.0, 1.0), ("accuracy_tolerance", 0.0, 1.0)):
+        if name not in summary:
+            continue
+        value = summary[name]
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if number is None or not (low < number < high or (name != "margin" and number == low)):
+            shown = "above 0 and below 1" if name == "margin" else "from 0 to below 1"
+            raise ConfigError(
+                f"{key(name, value)} must be a fraction {shown} (0.02 is ±2 %); e.g. "
+                f"{key(name, 0.02 if name == 'margin' else 0.01)}."
+            )
+    family = summary.get("family", FAMILIES[0])
+    if family not in FAMILIES:
+        raise ConfigError(
+            f"{key('family', family)} is not a family adjustment; choose one of "
+            f"{', '.join(FAMILIES)}."
+        )
 
 
 def check_configurations(jobs: list[list[str]], plan: Callable[[list[str]], None]) -> None:
@@ -213,7 +243,8 @@ def after_round(
     comparisons: list[Comparison], r: int, design: Design
 ) -> tuple[str | None, list[Comparison], list[Comparison]]:
     """The rule after ``r`` rounds: (why the sweep stops, or None; the comparisons that still
-    need rounds, or that were undecided where it stops; those found beyond deciding)."""
+    need rounds, or that were undecided where it stops; those found beyond deciding).
+    ``comparisons``: those the sweep can still run (none of a configuration given up)."""
     undecided = [c for c in comparisons if c.verdict == "inconclusive"]
     if r >= design.max_rounds:
         return f"max_rounds={design.max_rounds} reached", undecided, []
@@ -235,7 +266,12 @@ class AdaptiveRounds:
     when to stop. Every configuration runs the design's ``min_rounds`` rounds; after that
     only the jobs of undecided comparisons, until none is left, or ``max_rounds`` or
     ``budget_s`` runs out (a round that would overrun the budget, estimated from the jobs so
-    far, is not started)."""
+    far, is not started).
+
+    A job that fails costs its configuration that round's run (its comparisons pair the
+    rounds both sides completed) and the sweep goes on; a configuration whose job failed in
+    ``GIVE_UP_AFTER`` rounds is not run again (a crash that repeats is not noise), and its
+    comparisons no longer hold the sweep open. rounds.json names both."""
 
     def __init__(
         self,
@@ -257,6 +293,7 @@ class AdaptiveRounds:
         # stays, so the record only grows.
         earlier = (read_json(sweep_dir / ROUNDS_FILE) or {}) if resume else {}
         self.earlier: list[dict[str, Any]] = list(earlier.get("rounds") or [])
+        self.failures: dict[int, int] = {}  # index of a job in ``jobs`` -> rounds it failed
 
     def next_round(self) -> list[list[str]]:
         """The jobs of the next round (``round=R`` first, odd rounds reversed), or [] when
@@ -264,18 +301,20 @@ class AdaptiveRounds:
         r = len(self.rounds)
         if r == 0:
             return self._start(list(self.jobs))
-        comparisons = self._close_round()
+        comparisons = [c for c in self._close_round() if self._runnable(c)]
         stop, undecided, futile = after_round(comparisons, r, self.design)
         if futile:
             chances = {c.name: round(c.chance_to_decide() or 0.0, 4) for c in futile}
             self.rounds[-1]["futile"] = chances
         if stop is not None:
             return self._stop(stop, undecided)
-        needed = list(self.jobs)
+        needed = [job for i, job in enumerate(self.jobs) if i not in self._given_up()]
+        if not needed:
+            return self._stop("every configuration failed", undecided)
         if r >= self.design.min_rounds:
             needed = [
                 job
-                for job in self.jobs
+                for job in needed
                 if any(_matches(job, c.arm) or _matches(job, c.base) for c in undecided)
             ]
         estimate = self._seconds_per_job() * len(needed)
@@ -303,14 +342,50 @@ class AdaptiveRounds:
         return [[f"{ROUND_KEY}={r}", *job] for job in ordered]
 
     def _close_round(self) -> list[Comparison]:
-        found = sweep_comparisons(load_sweep(self.sweep_dir), design=self.design, **self.summary)
+        results = load_sweep(self.sweep_dir)
+        found = sweep_comparisons(results, design=self.design, **self.summary)
         verdicts = {c.name: c.verdict for c in found.comparisons}
+        failed = self._record_failures(results, len(self.rounds) - 1)
         self.rounds[-1].update(ended_s=self._elapsed(), verdicts=verdicts)
+        if failed:
+            self.rounds[-1]["failed"] = failed
+        if given_up := self._given_up():
+            self.rounds[-1]["given_up"] = [" ".join(self.jobs[i]) for i in sorted(given_up)]
         self._write()
         return found.comparisons
 
+    def _record_failures(self, results: list[dict[str, Any]], r: int) -> list[str]:
+        """Count the jobs of round ``r`` that did not complete; their directory names."""
+        failed = []
+        for result in results:
+            if result.get("round") != r or result.get("status") == "completed":
+                continue
+            values = {k: str(v) for k, v in (result.get("settings") or {}).items()}
+            values.pop(ROUND_KEY, None)
+            for index, job in enumerate(self.jobs):
+                if {k: str(v) for k, v in settings(job).items()} == values:
+                    self.failures[index] = self.failures.get(index, 0) + 1
+                    failed.append(str(result.get("job")))
+        return failed
+
+    def _given_up(self) -> set[int]:
+        """The jobs (indices) whose configuration failed in GIVE_UP_AFTER rounds."""
+        return {i for i, n in self.failures.items() if n >= GIVE_UP_AFTER}
+
+    def _runnable(self, comparison: Comparison) -> bool:
+        """Whether the sweep still runs both sides of ``comparison``."""
+        given_up = [self.jobs[i] for i in self._given_up()]
+        return not any(
+            _matches(job, comparison.arm) or _matches(job, comparison.base) for job in given_up
+        )
+
     def _stop(self, reason: str, undecided: list[Comparison]) -> list[list[str]]:
         left = f", {len(undecided)} comparison(s) undecided" if undecided else ""
+        if given_up := self._given_up():
+            left += (
+                f"; {len(given_up)} configuration(s) not run again after failing in "
+                f"{GIVE_UP_AFTER} rounds"
+            )
         self.stopped = reason + left
         log.info("adaptive rounds stopped after %d round(s): %s", len(self.rounds), self.stopped)
         self._write()

@@ -123,7 +123,7 @@ class TrainingRun:
         self.compile_cache = use_cache(plan.compile_cache_dir) if self.cfg.compile else None
         self.stepper, self.batches, self.first, self.flops = _build(plan, me)
         # The last untimed step: the untimed steps count again after a resume.
-        self.timed_from = self.first + self.cfg.untimed_steps
+        self.timed_from = self.first + plan.untimed_steps
         self.timer = WindowTimer(me.device)
         self.windows: list[Window] = []
         self.window_start = self.timed_from

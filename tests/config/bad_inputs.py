@@ -1,0 +1,256 @@
+"""A catalogue of bad input as users type it, and how each one must end.
+
+Each case is a command line (``python run.py ARGS``) and the words its one sentence must
+hold (the key, or what is wrong). :func:`outcome` runs one and says what went wrong with
+how it ended, if anything: exit status 2, one line on stderr holding the words, none of
+Hydra's lines around it, no traceback, no worker started, and within a minute.
+``tests/config/test_bad_input_catalogue.py`` runs them all (slow); ``python -m
+tests.config.bad_inputs`` prints the count.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A YAML file that does not parse, for --config-dir (written by the runner).
+BROKEN_YAML = "batch: [8, 16\nsteps: 5\n"
+
+
+@dataclass(frozen=True)
+class Case:
+    args: tuple[str, ...]
+    words: str
+    """What the sentence must contain (case-insensitive)."""
+
+
+def _c(words: str, *args: str) -> Case:
+    return Case(tuple(args), words)
+
+
+CASES: list[Case] = [
+    # An option a group does not have (Hydra's MissingConfigException).
+    _c("model=resnet", "model=resnet"),
+    _c("precision=bf61", "precision=bf61"),
+    _c("backend=mpi", "backend=mpi"),
+    _c("interconnect=nvlnk", "interconnect=nvlnk"),
+    _c("data=cifar", "data=cifar"),
+    _c("optimizer=adam", "optimizer=adam"),
+    _c("scaling=linaer", "scaling=linaer"),
+    _c("profile=traces", "profile=traces"),
+    _c("comm_hook=fp8", "comm_hook=fp8"),
+    _c("strategy=fdsp", "strategy=fdsp"),
+    _c("task=trian", "task=trian"),
+    _c("nccl=fast", "nccl=fast"),
+    _c("model=resnet", "-m", "model=resnet18,resnet"),
+    _c("nvlink_vs_pcei", "-m", "+experiment=nvlink_vs_pcei"),
+    _c("experiment=nope", "+experiment=nope"),
+    _c("hydra/launcher=slurm", "hydra/launcher=slurm"),
+    _c("hydra/sweeper=optuna", "-m", "hydra/sweeper=optuna", "batch=8,16"),
+    # A value of the wrong type (OmegaConf's validation errors).
+    _c("steps=ten", "steps=ten"),
+    _c("batch=abc", "batch=abc"),
+    _c("batch=1.5", "batch=1.5"),
+    _c("seed=x", "seed=x"),
+    _c("base_lr=fast", "base_lr=fast"),
+    _c("devices=two", "devices=two"),
+    _c("log_every=often", "log_every=often"),
+    _c("untimed_steps=some", "untimed_steps=some"),
+    _c("compile=maybe", "compile=maybe"),
+    _c("cuda_graphs=2", "cuda_graphs=2"),
+    _c("dist_timeout_s=long", "dist_timeout_s=long"),
+    _c("eval.enabled=perhaps", "eval.enabled=perhaps"),
+    _c("eval.every_steps=x", "eval.every_steps=x"),
+    _c("checkpoint.every_steps=often", "checkpoint.every_steps=often"),
+    _c("ddp.bucket_cap_mb=big", "ddp.bucket_cap_mb=big"),
+    _c("scaling.rule=cubic", "scaling.rule=cubic"),
+    _c("scaling.decay=exp", "scaling.decay=exp"),
+    _c("nccl.algo=Star", "nccl.algo=Star"),
+    _c("nccl.proto=LL256", "nccl.proto=LL256"),
+    _c("hw_sample_hz=fast", "hw_sample_hz=fast"),
+    _c("steps=[1,2]", "steps=[1,2]"),
+    _c("model.num_classes=ten", "model.num_classes=ten"),
+    _c("profile.steps=x", "profile=trace", "profile.steps=x"),
+    _c("repeats=many", "repeats=many"),
+    _c("interconnect.rate_gbit_s=fast", "interconnect=emulated", "interconnect.rate_gbit_s=fast"),
+    # A key the config does not have.
+    _c("did you mean steps", "step=10"),
+    _c("did you mean batch", "batchsize=32"),
+    _c("did you mean model.arch", "model.archs=resnet18"),
+    _c("did you mean max_rounds", "-m", "batch=8,16", "hydra.sweeper.max_round=3"),
+    _c("did you mean min_rounds", "-m", "batch=8,16", "hydra.sweeper.min_round=2"),
+    _c("did you mean axis", "-m", "batch=8,16", "hydra.callbacks.sweep_summary.axes=batch"),
+    _c("did you mean margin", "-m", "batch=8,16", "hydra.callbacks.sweep_summary.margn=0.05"),
+    _c("did you mean eval.enabled", "eval.enable=false"),
+    _c("did you mean debug.crash_at_step", "debug.crash_step=3"),
+    _c("did you mean seed", "+seeds=3"),
+    _c("did you mean ddp.bucket_cap_mb", "ddp.bucket_mb=10"),
+    _c("did you mean warmup_steps", "warmup_step=3"),
+    _c("did you mean hw_sample_hz", "hw_sample=5"),
+    _c("did you mean compile_mode", "compilemode=default"),
+    # Values out of range, and numbers that cannot run together.
+    _c("batch=0", "batch=0"),
+    _c("batch=-8", "batch=-8"),
+    _c("steps=0", "steps=0"),
+    _c("steps=-3", "steps=-3"),
+    _c("base_lr=-0.1", "base_lr=-0.1"),
+    _c("devices=0", "devices=0"),
+    _c("devices=-1", "devices=-1"),
+    _c("log_every=0", "log_every=0"),
+    _c("repeats=0", "repeats=0"),
+    _c("dist_timeout_s=0", "dist_timeout_s=0"),
+    _c("untimed_steps=-1", "untimed_steps=-1"),
+    _c("epochs=-1", "epochs=-1"),
+    _c("samples=0", "samples=0"),
+    _c("hw_sample_hz=-1", "hw_sample_hz=-1"),
+    _c("data.num_workers=-1", "data.num_workers=-1"),
+    _c("model.weight_decay=-1", "model.weight_decay=-1"),
+    _c("scaling.reference_batch=0", "scaling.reference_batch=0"),
+    _c("ddp.bucket_cap_mb=0", "ddp.bucket_cap_mb=0"),
+    _c("eval.batch=0", "eval.batch=0"),
+    _c("checkpoint.every_steps=7", "checkpoint.every_steps=7"),
+    _c("eval.every_steps=7", "eval.every_steps=7"),
+    _c("steps=", "steps=20", "epochs=2"),
+    _c("debug.crash_rank=5", "debug.crash_at_step=2", "debug.crash_rank=5"),
+    _c("batch", "data=digits", "batch=2000"),
+    _c("batch", "data=fake", "data.size=100", "batch=64"),
+    _c("eval", "data=digits", "data.eval_fraction=1.5"),
+    _c("interconnect.rate_gbit_s", "interconnect=emulated", "interconnect.rate_gbit_s=-1"),
+    _c("interconnect.rate_gbit_s", "interconnect=emulated", "interconnect.rate_gbit_s=1e-7"),
+    _c(
+        "interconnect.delay_ms",
+        "interconnect=emulated",
+        "interconnect.rate_gbit_s=1",
+        "interconnect.delay_ms=-5",
+    ),
+    _c("task.max_bytes", "task=allreduce", "task.max_bytes=0"),
+    _c("task.dtype=float7", "task=allreduce", "task.dtype=float7"),
+    _c("model.vocab_size", "model=gpt", "model.vocab_size=0"),
+    _c("model.seq_len", "model=gpt", "model.seq_len=-4"),
+    # Options that cannot run together, or on this machine.
+    _c("backend=nccl", "backend=nccl"),
+    _c("cuda_graphs", "cuda_graphs=true"),
+    _c("comm_hook", "strategy=fsdp", "comm_hook=powersgd"),
+    _c("data.root", "data=imagefolder"),
+    _c("data.root", "data=imagefolder", "data.root=/nonexistent/images"),
+    _c("data.root", "data=imagefolder", "data.root=/etc/hostname"),
+    _c("model.loss=foo", "model.loss=foo"),
+    _c("optimizer", "optimizer=sgd", "+optimizer.kwargs.nesterov_typo=true"),
+    # The summary's and the sweeper's keys, checked before the first job.
+    _c("margin=-1", "-m", "batch=8,16", "hydra.callbacks.sweep_summary.margin=-1"),
+    _c("margin=2", "-m", "batch=8,16", "hydra.callbacks.sweep_summary.margin=2"),
+    _c("margin=abc", "-m", "batch=8,16", "hydra.callbacks.sweep_summary.margin=abc"),
+    _c("family=foo", "-m", "batch=8,16", "hydra.callbacks.sweep_summary.family=foo"),
+    _c("axis=seed", "-m", "batch=8,16", "hydra.callbacks.sweep_summary.axis=seed"),
+    _c(
+        "baseline=999",
+        "-m",
+        "batch=8,16",
+        "hydra.callbacks.sweep_summary.axis=batch",
+        "hydra.callbacks.sweep_summary.baseline=999",
+    ),
+    _c(
+        "accuracy_tolerance=-1",
+        "-m",
+        "batch=8,16",
+        "hydra.callbacks.sweep_summary.accuracy_tolerance=-1",
+    ),
+    _c("max_rounds=1", "-m", "batch=8,16", "hydra.sweeper.max_rounds=1"),
+    _c("max_rounds=many", "-m", "batch=8,16", "hydra.sweeper.max_rounds=many"),
+    _c("min_rounds=9", "-m", "batch=8,16", "hydra.sweeper.min_rounds=9"),
+    _c("budget_s=-5", "-m", "batch=8,16", "hydra.sweeper.budget_s=-5"),
+    _c("spending=foo", "-m", "batch=8,16", "hydra.sweeper.spending=foo"),
+    _c("max_jobs", "-m", "batch=8,16", "hydra.sweeper.max_jobs=1"),
+    _c("batch=8", "-m", "batch=8,8"),
+    _c("repeats", "-m", "batch=8,16", "repeats=-2"),
+    # Override syntax and paths.
+    _c("batch=[8,16", "batch=[8,16"),
+    _c("batch==8", "batch==8"),
+    _c("batch=8,16", "batch=8,16"),
+    _c("model=", "model="),
+    _c("range", "-m", "batch=range(0)"),
+    _c("oops", "batch=${oops}"),
+    _c("hydra.run.dir", "hydra.run.dir=/proc/linkbench"),
+    _c("hydra.sweep.dir", "-m", "batch=8,16", "hydra.sweep.dir=/proc/linkbench"),
+    _c("--config-name", "--config-name", "nope"),
+    _c("--config-dir", "--config-dir", "/nonexistent/conf"),
+    _c("broken.yaml", "--config-dir", "{broken}", "+broken=bad"),
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    returncode: int | None
+    stderr: str
+    seconds: float
+    problems: tuple[str, ...]
+
+
+HYDRA_LINES = ("HYDRA_FULL_ERROR", "Error executing job", "Traceback", "Primary config",
+               "Available options", "Config search path")  # fmt: skip
+
+
+def outcome(case: Case, tmp: Path, env: dict[str, str]) -> Outcome:
+    """Run one case into ``tmp`` and list what is wrong with how it ended."""
+    broken = tmp / "user_conf"
+    broken.mkdir(parents=True, exist_ok=True)
+    (broken / "broken").mkdir(exist_ok=True)
+    (broken / "broken" / "bad.yaml").write_text(BROKEN_YAML)
+    args = [a.replace("{broken}", str(broken)) for a in case.args]
+    run_dir, sweep_dir = tmp / "job", tmp / "sweep"
+    given = " ".join(args)
+    extra = [] if "hydra.run.dir" in given else [f"hydra.run.dir={run_dir}"]
+    extra += [] if "hydra.sweep.dir" in given else [f"hydra.sweep.dir={sweep_dir}"]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "run.py", *args, *extra],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+        code, stderr = done.returncode, done.stderr
+        stdout = done.stdout
+    except subprocess.TimeoutExpired:
+        code, stderr, stdout = None, "", ""
+    seconds = time.monotonic() - started
+    problems = []
+    if code != 2:
+        problems.append(f"exit status {code}")
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    if len(lines) != 1:
+        problems.append(f"{len(lines)} lines on stderr")
+    if case.words.lower() not in stderr.lower():
+        problems.append(f"no {case.words!r}")
+    if any(marker in stderr for marker in HYDRA_LINES):
+        problems.append("Hydra's lines or a traceback")
+    if "[rank" in stdout + stderr or any(run_dir.glob("logs/*")) or any(sweep_dir.glob("*/logs/*")):
+        problems.append("a worker started")
+    if seconds > 60:
+        problems.append(f"{seconds:.0f} s")
+    return Outcome(case, code, stderr, seconds, tuple(problems))
+
+
+def main() -> None:
+    import os
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "MASTER_"))}
+    env |= {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for index, case in enumerate(CASES):
+            found = outcome(case, Path(tmp) / str(index), env)
+            if found.problems:
+                bad += 1
+                last = found.stderr.strip().splitlines()[-1:] or [""]
+                print(f"FAIL {' '.join(case.args)}: {'; '.join(found.problems)} | {last[0][:200]}")
+    print(f"{len(CASES) - bad} of {len(CASES)} bad inputs end as one sentence, exit 2")
+
+
+if __name__ == "__main__":
+    main()
