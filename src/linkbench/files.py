@@ -33,6 +33,10 @@ LINKS_CSV = "links.csv"  # task=links: one row per copy
 SUMMARY_CSV = "summary.csv"  # a sweep's: one row per configuration
 SUMMARY_MD = "summary.md"
 ROUNDS_FILE = "rounds.json"  # an adaptive sweep's: its design and every round's verdicts
+# TensorBoard event files: every writer's, and the launcher's once-per-job record's (its own
+# suffix, so that a job run again replaces the record of its earlier attempt).
+EVENTS_GLOB = "events.out.tfevents.*"
+RECORD_EVENTS_SUFFIX = ".record"
 MULTIRUN_FILE = "multirun.yaml"  # Hydra's record of a sweep's config, in its directory
 # A sweep's plots (a metric's own plot is named in its entry of linkbench.metrics' table).
 RATIOS_PLOT = "ratios.png"

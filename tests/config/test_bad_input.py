@@ -227,12 +227,16 @@ def test_a_loss_hook_or_optimizer_that_cannot_be_built_is_refused_before_any_wor
         (["optimizer.betas=[0.9]"], "did you mean optimizer.kwargs"),
         (["-m", "debug.step_delay=0,5"], "did you mean debug.step_delay_ms"),
         (["experiment=cpu_smoke"], "write +experiment=..."),
-        (["steps=5"], "untimed_steps=10 must be at least 0 and below steps=5"),
+        (["steps=5", "untimed_steps=10"], "untimed_steps=10 must be at least 0 and below steps=5"),
         (["-m", "batch=8,8"], "remove the repeated value"),
         (
-            ["-m", "batch=8,16", "hydra.callbacks.sweep_summary.baseline=999"],
-            "baseline=999 needs an axis: this sweep does not vary interconnect (the default "
-            "axis); add hydra.callbacks.sweep_summary.axis=batch",
+            [
+                "-m",
+                "batch=8,16",
+                "scaling=linear,sqrt",
+                "hydra.callbacks.sweep_summary.baseline=999",
+            ],
+            "baseline=999 needs an axis: this sweep varies batch, scaling, so none is the default",
         ),
     ],
     ids=[

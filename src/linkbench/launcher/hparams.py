@@ -19,6 +19,7 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summ
 from torch.utils.tensorboard import SummaryWriter
 
 from linkbench.config.plan import JobPlan
+from linkbench.files import RECORD_EVENTS_SUFFIX
 from linkbench.metrics import METRICS, table
 
 # result.json metric -> final/ tag (also an HParams metric column): the built-in ones.
@@ -101,7 +102,7 @@ def write_job_summary(
     seconds since the epoch, to now), final/*, repeats/* and trace/* scalars, the
     custom-scalars layout."""
     metrics = result["metrics"]
-    writer = SummaryWriter(log_dir=plan.job_dir)
+    writer = SummaryWriter(log_dir=plan.job_dir, filename_suffix=RECORD_EVENTS_SUFFIX)
     try:
         session = summary_v2.hparams_pb(
             hparams_of(plan, result), trial_id=plan.job_dir, start_time_secs=started_s

@@ -43,9 +43,11 @@ from linkbench.files import (
     write_json,
 )
 from linkbench.launcher import stopping
+from linkbench.launcher.board_files import keep_earlier_events
 from linkbench.launcher.conditions import snapshot
 from linkbench.launcher.failures import first_failure, first_recorded_failure, ran_out_of_space
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
+from linkbench.launcher.memory import MemoryWatch
 from linkbench.launcher.parts_check import check_parts
 from linkbench.launcher.progress import ProgressBar, console_is_terminal
 from linkbench.launcher.record import JobRecord
@@ -60,12 +62,17 @@ from linkbench.worker.task import Task, task_class
 log = logging.getLogger("linkbench")
 
 
-def _failure_message(error: ChildFailedError, plan: JobPlan) -> tuple[int, str]:
+def _failure_message(
+    error: ChildFailedError, plan: JobPlan, memory: MemoryWatch
+) -> tuple[int, str]:
     """The rank that failed first, and a message naming it, its error and its log, then the
-    exit codes of the other ranks the launcher saw fail."""
+    exit codes of the other ranks the launcher saw fail. A rank killed from outside is said
+    with what the memory watch saw of it."""
     rank, reason = first_failure(
         error.failures, plan.log_dir, plan.world_size, ended_at=time.time()
     )
+    if reason.startswith(("killed by SIGKILL", "it ended without recording")):
+        reason += f": {memory.killed_note(rank, plan.config.batch)}"
     message = f"rank {rank} failed first: {reason} [log: {rank_log(plan.log_dir, rank, 'stderr')}]"
     others = [r for r in sorted(error.failures) if r != rank]
     if others:
@@ -123,7 +130,9 @@ def timing_overheads(
     return out
 
 
-def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> None:
+def _run_repeats(
+    plan: JobPlan, record: JobRecord, job_started_at: float, memory: MemoryWatch
+) -> None:
     """Launch the job's world ``repeats`` times, collecting metrics and transport checks.
 
     The first run's first training step is also timed from the job's start
@@ -147,7 +156,7 @@ def _run_repeats(plan: JobPlan, record: JobRecord, job_started_at: float) -> Non
         launched_at = time.time()
         bar = console_is_terminal() and not plan.in_place
         returns: dict[int, Any] = {}
-        with emulated_network(run) as (run, network):
+        with emulated_network(run) as (run, network), memory:
             try:
                 with ProgressBar(run, enabled=bar):
                     returns = launch(run, show_rank0=not bar)
@@ -271,6 +280,7 @@ def run_job(cfg: DictConfig) -> float:
         log.info("resume: %s already completed (%s %.1f); skipping it", job_dir, headline, value)
         return value
     record = JobRecord(job_dir, overrides)
+    memory = MemoryWatch()  # what the ranks held, for a rank the kernel kills
     job_started_at = time.time()
     full = False  # the job's directory filled up
     stopped_by: str | None = None  # the signal that stopped this job of a sweep
@@ -282,9 +292,10 @@ def run_job(cfg: DictConfig) -> float:
         record.planned(plan)
         record.fields["auto"] = _auto_choices(hydra_cfg, plan)
         write_rerun_config(plan, job_dir)
+        keep_earlier_events(job_dir, plan.resume_step)  # one TensorBoard curve per job
         for note in plan.notes:
             log.warning(note)
-        _run_repeats(plan, record, job_started_at)
+        _run_repeats(plan, record, job_started_at, memory)
         record.complete()
     except ConfigError as error:
         record.fail(str(error))
@@ -293,7 +304,7 @@ def run_job(cfg: DictConfig) -> float:
         raise
     except ChildFailedError as error:
         run = record.current_run()
-        rank, message = _failure_message(error, run)
+        rank, message = _failure_message(error, run, memory)
         record.fail(message, rank)
         if ran_out_of_space(run.log_dir, run.world_size):
             full = True  # said, with what was kept, once the record is written below

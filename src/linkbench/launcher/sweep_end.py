@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -66,6 +67,7 @@ def end_with_failures(config: Any, failed: Sequence[Any]) -> NoReturn:
         f"{len(names)} job(s) of this sweep failed: {', '.join(names)} (each one's error is "
         "in the summary above and in its result.json). Rerun them, and only them, with: "
         f"{resume_command(config)}",
+        file=sys.stderr,
         flush=True,
     )
     raise SystemExit(1)
@@ -81,6 +83,7 @@ def end_on_full_disk(config: Any, where: str | None, kept: int) -> NoReturn:
         f"{sweep_dir} filled up{job} ({free:,} bytes free), so no further job started; "
         f"{kept} job(s) completed and kept. Free space there and finish the sweep with: "
         f"{resume_command(config)}",
+        file=sys.stderr,
         flush=True,
     )
     raise SystemExit(1)

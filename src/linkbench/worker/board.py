@@ -52,9 +52,9 @@ class Board:
         self.writer = None
         if plan.repeat > 0:
             return
-        # A resumed job drops the events its killed run wrote after its checkpoint.
-        purge = plan.resume_step + 1 if plan.resume_step is not None else None
-        self.writer = SummaryWriter(log_dir=plan.job_dir, flush_secs=30, purge_step=purge)
+        # A job run again finds only the earlier events it continues from (the launcher
+        # trimmed them: linkbench.launcher.board_files).
+        self.writer = SummaryWriter(log_dir=plan.job_dir, flush_secs=30)
         config_yaml = OmegaConf.to_yaml(typed_to_plain(plan.config))
         self.writer.add_text("config", as_markdown_code(config_yaml))
         self.writer.add_text("overrides", as_markdown_code("\n".join(plan.overrides) or "(none)"))

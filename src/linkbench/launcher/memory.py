@@ -1,0 +1,167 @@
+"""What a job's ranks held in memory, watched from the launching process, so that a rank the
+kernel killed can be said to have run out of memory, with its witnesses.
+
+A rank killed with SIGKILL writes nothing, and a dead process's memory can no longer be
+read. So while the ranks run, a thread reads each one's high-water mark of resident memory
+(``VmHWM`` in ``/proc/<pid>/status``) a few times a second; the ranks are the children of
+this process's forkserver, each known by the ``RANK`` in its environment. The kernel's own
+count of out-of-memory kills in this process's cgroup (``oom_kill`` in cgroup v2's
+``memory.events``) is read before and after: where it rose, the kernel says who killed it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from types import TracebackType
+
+SAMPLE_EVERY_S = 0.25
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _rank_of(pid: int) -> int | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for entry in environ:
+        if entry.startswith(b"RANK="):
+            return int(entry[5:])
+    return None
+
+
+def _peak_bytes(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _cgroup_file(v2_name: str, v1_name: str) -> Path | None:
+    """This process's memory cgroup's file: cgroup v2's ``v2_name`` or v1's ``v1_name``."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "memory":
+            found = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / v1_name
+        elif controllers == "":
+            found = Path("/sys/fs/cgroup") / path.lstrip("/") / v2_name
+        else:
+            continue
+        if found.is_file():
+            return found
+    return None
+
+
+def oom_kills() -> int | None:
+    """The kernel's count of out-of-memory kills in this process's memory cgroup (v2's
+    ``memory.events``, v1's ``memory.oom_control``); None where neither can be read."""
+    path = _cgroup_file("memory.events", "memory.oom_control")
+    try:
+        for line in path.read_text().splitlines() if path else []:
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def memory_limit_bytes() -> int | None:
+    """The memory this process may use: the machine's (MemTotal), or its cgroup's limit
+    where that is lower; None where neither can be read."""
+    limits = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    path = _cgroup_file("memory.max", "memory.limit_in_bytes")
+    try:
+        text = path.read_text().strip() if path else "max"
+        if text != "max":
+            limits.append(int(text))
+    except (OSError, ValueError):
+        pass
+    return min(limits) if limits else None
+
+
+class MemoryWatch:
+    """``with MemoryWatch() as watch:`` around a launch; then ``watch.peak_bytes[rank]``,
+    ``watch.oom_kills`` (the kills the kernel counted meanwhile, None: unknown)."""
+
+    def __init__(self, every_s: float = SAMPLE_EVERY_S) -> None:
+        self.every_s = every_s
+        self.peak_bytes: dict[int, int] = {}
+        self.oom_kills: int | None = None
+        self._before: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> MemoryWatch:
+        """Watch (again: a job's repeats each launch their ranks)."""
+        self._before = oom_kills()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="linkbench-memory", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2 * self.every_s + 1)
+        after = oom_kills()
+        if self._before is not None and after is not None:
+            self.oom_kills = after - self._before
+
+    def _run(self) -> None:
+        ranks: dict[int, int] = {}  # pid -> rank
+        while not self._stop.wait(self.every_s):
+            for server in _children(os.getpid()):
+                for pid in _children(server):
+                    if pid not in ranks and (rank := _rank_of(pid)) is not None:
+                        ranks[pid] = rank
+            for pid, rank in ranks.items():
+                if (peak := _peak_bytes(pid)) is not None:
+                    self.peak_bytes[rank] = max(peak, self.peak_bytes.get(rank, 0))
+
+    def killed_note(self, rank: int, batch: int) -> str:
+        """What the watch knows of a rank that SIGKILL ended: most likely the kernel's
+        out-of-memory killer, its peak memory, and what to lower."""
+        total = memory_limit_bytes()
+        peak = self.peak_bytes.get(rank)
+        held = (
+            f"it held up to {peak / 1e9:.2f} GB"
+            + (f" of the {total / 1e9:.2f} GB this machine lets the job use" if total else "")
+            + " when last seen"
+            if peak
+            else "its memory was not seen"
+        )
+        if self.oom_kills:
+            who = f"the kernel's out-of-memory killer ended it ({self.oom_kills} OOM kill(s) "
+            who += "counted in this cgroup during the job)"
+        else:
+            who = "most likely the kernel's out-of-memory killer (or kill -9 from outside)"
+        return f"{who}; {held}, at batch={batch} per rank; lower batch, or use fewer ranks"
