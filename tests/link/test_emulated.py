@@ -1,27 +1,37 @@
 """The emulated link: its names and arithmetic, the refusals, and its namespaces, which are
 made for a run and gone after it however it ends (kill -9 included: the next start removes
-what a killed one left, and stops what still ran in it)."""
+what a killed one left, and stops what still ran in it), with no signal's window to leak
+them; and only what a run recorded that it made is ever removed or stopped (a look-alike
+namespace, a live job whose files were deleted, a process nobody recorded, are left)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from linkbench.config.plan import Machine, make_plan
 from linkbench.errors import ConfigError
-from linkbench.link import netns
+from linkbench.link import netns, records
 from linkbench.link.emulated import (
+    PROBE_LIMIT_S,
     LinkSpec,
     address,
     check_connections,
+    min_rate_gbit_s,
     own_connections,
     payload_gb_s,
+    probe_estimate_s,
+    rate_problem,
+    rate_warning,
 )
 
 from ..conftest import REPO, alive, clean_env, hparams_of_run, load_result, run_cli
@@ -42,8 +52,9 @@ ALLREDUCE = [
 
 
 def ours() -> list[str]:
-    """linkbench's namespaces on this host."""
-    return [name for names in netns._ours().values() for name in names]
+    """The namespaces on this host named like linkbench's (look-alikes included)."""
+    listed = json.loads(netns.run("ip", "-j", "netns", "list") or "[]")
+    return [entry["name"] for entry in listed if entry["name"].startswith("linkbench-")]
 
 
 def _in_namespaces(names: list[str]) -> list[int]:
@@ -52,6 +63,11 @@ def _in_namespaces(names: list[str]) -> list[int]:
     return [
         int(p) for n in names if n in present for p in netns.run("ip", "netns", "pids", n).split()
     ]
+
+
+def _records(token: str) -> list[str]:
+    """The record files run ``token`` left in /run/linkbench."""
+    return sorted(p.name for p in records.RECORD_DIR.glob(f"{token}*"))
 
 
 def test_names_carry_the_run_and_fit_the_kernels_limits():
@@ -113,6 +129,10 @@ def test_without_root_one_sentence_says_how_to_run_it(monkeypatch):
     [
         (["interconnect.rate_gbit_s=0"], "interconnect.rate_gbit_s=0.0 must be a rate above 0"),
         (["interconnect.rate_gbit_s=1000"], "at most 400 Gbit/s"),
+        (["interconnect.rate_gbit_s=1e-9"], "below the slowest rate tc can shape a link to"),
+        (["interconnect.rate_gbit_s=1e-7"], "set at least 0.0036 Gbit/s"),
+        (["interconnect.rate_gbit_s=0.0001"], "would hold the link probe"),
+        (["interconnect.rate_gbit_s=0.0001"], "for about 35 min, more than the 60 s allowed"),
         (["interconnect.delay_ms=-1"], "interconnect.delay_ms=-1.0 must be >= 0"),
         (["interconnect.delay_ms=1", "interconnect.jitter_ms=2"], "must not exceed"),
         (["interconnect=pcie", "interconnect.rate_gbit_s=1"], "only with interconnect=emulated"),
@@ -144,55 +164,216 @@ def test_a_delay_is_refused_in_one_sentence_where_the_kernel_has_no_netem(compos
         )
 
 
+def test_the_slowest_rate_is_the_one_whose_probe_fits_in_a_minute():
+    """The link probe (3 all_reduce calls of 8 MiB) at 0.0001 Gbit/s takes over half an
+    hour; the slowest rate taken for n ranks is the one that probes within PROBE_LIMIT_S."""
+    assert 30 * 60 < probe_estimate_s(0.0001, 2) < 40 * 60
+    assert probe_estimate_s(1.0, 1) == 0.0
+    for ranks in (2, 3, 8, 128):
+        slowest = min_rate_gbit_s(ranks)
+        assert probe_estimate_s(slowest, ranks) <= PROBE_LIMIT_S
+        assert rate_problem(slowest, ranks) is None
+        problem = rate_problem(0.9 * slowest, ranks)
+        assert problem is not None and f"set at least {slowest:g} Gbit/s" in problem
+        assert "\n" not in problem
+    assert min_rate_gbit_s(3) > min_rate_gbit_s(2), "each rank's link carries more with more ranks"
+
+
+def test_a_probe_well_below_the_rate_is_a_warning_of_one_sentence():
+    spec = LinkSpec("0123abcd", 400.0, 0.0, 0.0, ranks=2)
+    warning = rate_warning(spec, 0.024 * payload_gb_s(400.0))
+    assert warning is not None and "2.4%" in warning and "interconnect.rate_gbit_s=400" in warning
+    assert "\n" not in warning
+    assert rate_warning(spec, 0.85 * payload_gb_s(400.0)) is None
+    assert rate_warning(LinkSpec("0123abcd", 400.0, 0.0, 0.0, ranks=1), 0.0) is None
+
+
 @needs_namespaces
-def test_a_network_is_made_for_a_run_and_removed_with_its_lock():
+def test_a_network_is_made_for_a_run_and_removed_with_its_record():
     spec = netns.new_spec(1.0, 0.0, 0.0, ranks=3)
     with netns.Network(spec) as network:
         assert set(spec.namespaces) <= set(ours())
-        assert (netns.LOCK_DIR / f"{spec.token}.lock").exists()
+        record = json.loads(records.network_path(spec.token).read_text())
+        assert record["token"] == spec.token and record["boot_id"] == records.boot_id()
+        assert record["launcher"] == {
+            "pid": os.getpid(),
+            "start_time": records.start_time(os.getpid()),
+        }
+        assert record["namespaces"] == {n: records.namespace_inode(n) for n in spec.namespaces}
         counters = network.counters()
         assert [c["rank"] for c in counters] == [0, 1, 2]
         assert netns.sweep_stale() == [], "a live run's namespaces are never swept"
         assert set(spec.namespaces) <= set(ours())
     assert not set(spec.namespaces) & set(ours())
-    assert not (netns.LOCK_DIR / f"{spec.token}.lock").exists()
+    assert _records(spec.token) == []
 
 
-# A launcher that makes a network, starts a process inside one of its namespaces, and waits
-# to be killed.
-ORPHAN = """
+def test_a_refused_rate_for_the_runs_ranks_makes_nothing():
+    """The config's checks take the fewest ranks that probe a link; the network refuses,
+    before it makes or records anything, a rate whose probe on its ranks takes too long."""
+    spec = netns.new_spec(min_rate_gbit_s(2), 0.0, 0.0, ranks=3)
+    with pytest.raises(ConfigError, match="over 3 ranks"), netns.Network(spec):
+        pass
+    assert not set(spec.namespaces) & set(ours())
+    assert _records(spec.token) == []
+
+
+# A worker stand-in: records itself and enters rank 1's namespace, as a job's workers do.
+WORKER = """
+import sys, time
+from linkbench.link.emulated import LinkSpec, enter
+enter(LinkSpec(sys.argv[1], 1.0, 0.0, 0.0, 2), 1)
+print("entered", flush=True)
+time.sleep(600)
+"""
+# A launcher stand-in: makes a network (for its lifetime: `with`, or left made: `enter`),
+# starts a worker in it, says the token and the worker's pid, and waits.
+LAUNCHER = """
 import subprocess, sys, time
 from linkbench.link import netns
 spec = netns.new_spec(1.0, 0.0, 0.0, ranks=2)
-network = netns.Network(spec).__enter__()
-subprocess.Popen(["ip", "netns", "exec", spec.rank_namespace(1), "sleep", "600"])
-print(spec.token, flush=True)
-time.sleep(600)
+def serve():
+    worker = subprocess.Popen([sys.executable, "-c", sys.argv[2], spec.token],
+                              stdout=subprocess.PIPE, text=True)
+    assert worker.stdout.readline().strip() == "entered"
+    print(spec.token, worker.pid, flush=True)
+    time.sleep(600)
+if sys.argv[1] == "with":
+    with netns.Network(spec):
+        serve()
+else:
+    netns.Network(spec).__enter__()
+    serve()
 """
+
+
+def _launcher(how: str) -> tuple[subprocess.Popen, str, int]:
+    """A process holding a network with a recorded worker in it: (process, token, worker)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, how, WORKER],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = process.stdout.readline().split()
+    assert len(line) == 2, process.communicate(timeout=30)[1][-3000:]
+    return process, line[0], int(line[1])
+
+
+def _sleeper_in(name: str) -> subprocess.Popen:
+    """A process nobody recorded, inside namespace ``name`` (an administrator's, say)."""
+    sleeper = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "600"])
+    _wait_for(lambda: sleeper.pid in _in_namespaces([name]), 10)
+    return sleeper
 
 
 @needs_namespaces
 def test_what_a_killed_launcher_left_is_removed_at_the_next_start():
-    process = subprocess.Popen(
-        [sys.executable, "-c", ORPHAN], cwd=REPO, stdout=subprocess.PIPE, text=True
-    )
+    """kill -9 leaves the namespaces and the worker; the next sweep stops the worker it
+    recorded and removes the namespaces, and leaves a process inside them that no run
+    recorded (an administrator's, say)."""
+    process, token, worker = _launcher("enter")
+    names = [n for n in ours() if token in n]
+    assert len(names) == 3
+    foreign = _sleeper_in(f"linkbench-{token}-rank1")
     try:
-        token = process.stdout.readline().strip()
-        names = [n for n in ours() if token in n]
-        assert len(names) == 3
-        deadline = time.monotonic() + 10
-        while not _in_namespaces(names) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        left = _in_namespaces(names)
-        assert left, "the sleeper runs inside the namespace"
-    finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
-    assert set(names) <= set(ours()), "kill -9 leaves the namespaces"
-    removed = netns.sweep_stale()
-    assert any(token in line and "1 process(es)" in line for line in removed), removed
+        process.stdout.close()
+        process.stderr.close()
+        assert set(names) <= set(ours()), "kill -9 leaves the namespaces"
+        assert alive(worker)
+        removed = netns.sweep_stale()
+        assert any(token in line and " 1 process(es)" in line for line in removed), removed
+        assert not set(names) & set(ours())
+        _wait_for(lambda: not alive(worker), 10)
+        assert alive(foreign.pid), "a process no run recorded is never stopped"
+        assert _records(token) == []
+    finally:
+        foreign.kill()
+        foreign.wait()
+
+
+@needs_namespaces
+def test_a_launcher_is_known_by_its_pid_and_start_time():
+    """A record whose launcher runs is left alone; one whose pid now belongs to another
+    process (another start time: a pid reused) is a killed launcher's, and is swept."""
+    process, token, worker = _launcher("enter")
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    process.stdout.close()
+    process.stderr.close()
+    names = [n for n in ours() if token in n]
+    try:
+        path = records.network_path(token)
+        left = json.loads(path.read_text())
+        me = {"pid": os.getpid(), "start_time": records.start_time(os.getpid())}
+        path.write_text(json.dumps({**left, "launcher": me}))
+        assert netns.sweep_stale() == [] and set(names) <= set(ours()) and alive(worker)
+        reused = {**me, "start_time": me["start_time"] - 1}
+        path.write_text(json.dumps({**left, "launcher": reused}))
+        assert any(token in line for line in netns.sweep_stale())
+        assert not set(names) & set(ours())
+        _wait_for(lambda: not alive(worker), 10)
+    finally:
+        if alive(worker):  # this test's own worker, where the sweep did not stop it
+            os.kill(worker, signal.SIGKILL)
+
+
+@needs_namespaces
+def test_a_live_job_whose_files_were_deleted_keeps_its_network_and_workers():
+    """Liveness is the launcher's pid and start time, not a file: with its lock file (as
+    linkbench had) and then its records deleted, another job's start and the stale sweep
+    leave a live job's network and worker alone; its own end still removes them."""
+    process, token, worker = _launcher("with")
+    names = [n for n in ours() if token in n]
+    try:
+        assert len(names) == 3
+        for lock in records.RECORD_DIR.glob(f"{token}*.lock"):
+            lock.unlink()
+        assert netns.sweep_stale() == []
+        with netns.Network(netns.new_spec(1.0, 0.0, 0.0, ranks=1)) as other:
+            assert other.stale == []
+        assert set(names) <= set(ours()) and alive(worker)
+        for record in _records(token):
+            (records.RECORD_DIR / record).unlink()
+        assert netns.sweep_stale() == []
+        assert set(names) <= set(ours()) and alive(worker)
+        process.send_signal(signal.SIGTERM)  # the launcher ends: its network with it
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+        process.stdout.close()
+        process.stderr.close()
     assert not set(names) & set(ours())
-    _wait_for(lambda: not any(alive(pid) for pid in left), 10)
+    _wait_for(lambda: not alive(worker), 10)
+
+
+@needs_namespaces
+def test_a_namespace_that_only_looks_like_linkbenchs_is_never_touched():
+    """A namespace named like linkbench's without a record (a decoy, or one an older
+    linkbench left) survives every sweep and every start, and so does what runs in it."""
+    decoys = ["linkbench-decoy-rank0", "linkbench-0badcafe-rank0"]
+    sleepers = []
+    try:
+        for name in decoys:
+            netns.run("ip", "netns", "add", name)
+            sleepers.append(_sleeper_in(name))
+        assert netns.sweep_stale() == []
+        spec = netns.new_spec(1.0, 0.0, 0.0, ranks=2)
+        with netns.Network(spec) as network:
+            assert network.stale == []
+        assert set(decoys) <= set(ours())
+        assert all(alive(sleeper.pid) for sleeper in sleepers)
+        assert {p for name in decoys for p in _in_namespaces([name])} == {s.pid for s in sleepers}
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()
+        for name in decoys:
+            if name in ours():
+                netns.run("ip", "netns", "delete", name)
 
 
 @needs_namespaces
@@ -216,6 +397,132 @@ def test_an_emulated_job_runs_over_its_link_and_leaves_nothing(tmp_path):
     hparams, _ = hparams_of_run(job)
     assert {"interconnect.rate_gbit_s", "interconnect.delay_ms"} <= hparams
     assert not [n for n in ours() if n not in BEFORE]
+
+
+@needs_namespaces
+def test_a_rate_the_host_cannot_deliver_is_warned_about_and_recorded(tmp_path):
+    job = tmp_path / "job"
+    done = run_cli([*ALLREDUCE, "interconnect.rate_gbit_s=400", f"hydra.run.dir={job}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    warning = load_result(job)["link"]["rate_warning"]
+    assert "interconnect.rate_gbit_s=400" in warning and "cannot deliver the rate" in warning
+    assert f"!!! {warning}" in done.stdout + done.stderr
+
+
+@needs_namespaces
+def test_a_probe_too_slow_for_the_jobs_ranks_is_refused_before_anything_starts(tmp_path):
+    job = tmp_path / "job"
+    before = set(ours())
+    rate = min_rate_gbit_s(2)  # the config's checks pass it: 2 ranks probe in time, 3 do not
+    done = run_cli([*ALLREDUCE, "devices=3", f"interconnect.rate_gbit_s={rate}",
+                    f"hydra.run.dir={job}"])  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = done.stderr.strip()
+    assert "over 3 ranks" in said and "\n" not in said and "Traceback" not in said, said
+    assert not (job / "logs").exists() or not list((job / "logs").glob("rank*")), "no worker"
+    assert set(ours()) == before
+
+
+def _new_runs(before: set[str]) -> set[str]:
+    """Tokens of the networks made since ``before`` (names under /run/netns)."""
+    try:
+        names = set(os.listdir(records.NETNS_DIR)) - before
+    except FileNotFoundError:
+        return set()
+    return {name.split("-")[1] for name in names if name.startswith("linkbench-")}
+
+
+@needs_namespaces
+@pytest.mark.parametrize(
+    ("how", "when"),
+    [("SIGTERM", "making"), ("SIGINT", "making"), ("SIGTERM", "made")],
+)
+def test_a_stop_while_the_network_is_made_leaks_nothing_and_says_one_line(tmp_path, how, when):
+    """A stop while the job's network (8 ranks) is being made, or as it is finished, before
+    any worker: the job ends as a stop during training does (one line, 128 + the signal,
+    result.json says interrupted), and nothing of the network is left."""
+    job = tmp_path / "job"
+    before = set(os.listdir(records.NETNS_DIR)) if os.path.isdir(records.NETNS_DIR) else set()
+    process = subprocess.Popen(
+        [sys.executable, "run.py", *ALLREDUCE, "devices=8", f"hydra.run.dir={job}"],
+        cwd=REPO,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    tokens: set[str] = set()
+    try:
+
+        def ready() -> bool:
+            """The job's own network (the one with a rank 1; the config's check makes one of
+            a single rank) is being made, or its last step (rank 7's shaping) is done."""
+            names = os.listdir(records.NETNS_DIR) if os.path.isdir(records.NETNS_DIR) else []
+            for token in _new_runs(before):
+                if when == "making" and f"linkbench-{token}-rank1" in names:
+                    tokens.add(token)
+                last = f"linkbench-{token}-rank7"
+                if when == "made" and last in names:
+                    shown = subprocess.run(
+                        ["tc", "-n", last, "qdisc", "show", "dev", f"lb{token}"],
+                        capture_output=True,
+                        text=True,
+                    )
+                    if "tbf" in shown.stdout:
+                        tokens.add(token)
+            return bool(tokens) or process.poll() is not None
+
+        deadline = time.monotonic() + 120
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert tokens, f"no network seen being made: {process.poll()}"
+        process.send_signal(getattr(signal, how))
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + getattr(signal, how), err[-3000:]
+    assert "Traceback" not in out + err, err[-3000:]
+    assert err.strip().splitlines()[-1].endswith(f"stopped by {how}, with its workers"), err
+    assert load_result(job)["status"] == "interrupted"
+    token = tokens.pop()
+    assert not [n for n in ours() if token in n], "the network is removed"
+    assert _records(token) == []
+    assert not list((job / "logs").glob("rank*")), "no worker started"
+
+
+@needs_namespaces
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
+@pytest.mark.skipif(os.geteuid() != 0, reason="becomes another user with setpriv: needs root")
+def test_without_root_but_with_the_capabilities_one_sentence_says_what_to_do(tmp_path):
+    """A user with CAP_NET_ADMIN and CAP_SYS_ADMIN (as docs/emulated.md names them) may not
+    write /run/linkbench nor /run/netns: one sentence, exit 2, before any worker starts.
+    (CAP_DAC_READ_SEARCH only lets the user read this checkout and its interpreter.)"""
+    # Under /tmp itself: pytest's own directories are root's alone.
+    outputs = Path(tempfile.mkdtemp(prefix="linkbench-nobody-", dir="/tmp"))
+    outputs.chmod(0o777)
+    job = outputs / "job"
+    caps = "+net_admin,+sys_admin,+dac_read_search"
+    become = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+              f"--inh-caps={caps}", f"--ambient-caps={caps}"]  # fmt: skip
+    env = clean_env() | {"HOME": str(outputs)}
+    try:
+        if subprocess.run([*become, sys.executable, "-c", "import linkbench"], cwd=REPO,
+                          env=env, capture_output=True).returncode != 0:  # fmt: skip
+            pytest.skip("user 65534 cannot run this checkout's Python here")
+        before = set(ours())
+        done = subprocess.run(
+            [*become, sys.executable, "run.py", *ALLREDUCE, f"hydra.run.dir={job}"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        ran = (job / "logs").exists() and list((job / "logs").glob("rank*"))
+    finally:
+        shutil.rmtree(outputs, ignore_errors=True)
+    said = done.stderr.strip()
+    assert done.returncode == 2, said[-3000:]
+    assert "Traceback" not in said and "\n" not in said, said
+    assert "/run/linkbench" in said and "run as root" in said, said
+    assert not ran, "no worker started"
+    assert set(ours()) == before
 
 
 def _wait_for(predicate, within_s: float = 120.0) -> None:

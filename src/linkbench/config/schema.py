@@ -30,7 +30,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from linkbench.config.checks import require, require_not_negative, require_positive
 from linkbench.config.targets import import_class
 from linkbench.errors import ConfigError
-from linkbench.link.emulated import MAX_RATE_GBIT_S
+from linkbench.link.emulated import rate_problem
 from linkbench.metrics import Metric
 from linkbench.metrics import register as register_metrics
 
@@ -190,12 +190,8 @@ class InterconnectConfig:
                 "interconnect=emulated or remove them.",
             )
             return
-        rate = self.rate_gbit_s
-        require(
-            rate is not None and 0 < rate <= MAX_RATE_GBIT_S,
-            f"interconnect.rate_gbit_s={rate} must be a rate above 0 and at most "
-            f"{MAX_RATE_GBIT_S:g} Gbit/s, e.g. interconnect.rate_gbit_s=1.",
-        )
+        problem = rate_problem(self.rate_gbit_s)  # above 0, at most a NIC's, probed in 60 s
+        require(problem is None, str(problem))
         require_not_negative("interconnect.", delay_ms=self.delay_ms, jitter_ms=self.jitter_ms)
         require(
             self.jitter_ms <= self.delay_ms,

@@ -10,21 +10,24 @@ these links and nothing else: the namespaces have no other route, and gloo and N
 the interface by name.
 
 This module holds what both processes need: the link's description (:class:`LinkSpec`,
-handed to the workers in the plan), the arithmetic of what the link lets through, entering a
-rank's namespace, and the check of a worker's own sockets. Making and removing the
-namespaces is :mod:`linkbench.link.netns`, with iproute2.
+handed to the workers in the plan), the arithmetic of what the link lets through (and of
+the rates it can be set to: :func:`rate_problem`, which the config's checks call, and the
+link probe's time), entering a rank's namespace (recorded first, :mod:`linkbench.link.records`),
+and the check of a worker's own sockets. Making and removing the namespaces is
+:mod:`linkbench.link.netns`, with iproute2.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ipaddress
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
-# Every namespace linkbench makes is named PREFIX-<token>-<role>; the token is one run's.
-PREFIX = "linkbench"
+from linkbench.link.records import NETNS_DIR, namespace, record_process
+
 # The private network of a job's emulated links; each job has its own namespaces, so every
 # job may use the same addresses.
 SUBNET = ipaddress.IPv4Network("10.77.0.0/16")
@@ -35,6 +38,16 @@ MTU = 1500
 MSS = MTU - 20 - 32
 WIRE_PER_SEGMENT = MTU + 14
 MAX_RATE_GBIT_S = 400.0  # a 400 Gbit/s NIC; a host's veth pairs carry far less (docs/emulated.md)
+# tc's token bucket counts whole bytes per second: 8 bit/s is the slowest rate it expresses.
+TC_MIN_RATE_GBIT_S = 8e-9
+# The link probe every emulated job runs before its task (linkbench.worker.emulated.measure):
+# PROBE_CALLS timed all_reduce calls of PROBE_BYTES after one untimed.
+PROBE_BYTES = 8 << 20
+PROBE_CALLS = 2
+PROBE_LIMIT_S = 60.0  # the longest the probe may take: a slower link is refused before start
+# Below this share of what the rate lets through, the probe's measurement is warned about:
+# the host does not deliver the rate set.
+SHORTFALL_SHARE = 0.8
 
 
 def payload_gb_s(rate_gbit_s: float) -> float:
@@ -43,9 +56,75 @@ def payload_gb_s(rate_gbit_s: float) -> float:
     return rate_gbit_s / 8 * MSS / WIRE_PER_SEGMENT
 
 
-def namespace(token: str, role: str) -> str:
-    """The name of one of a run's namespaces (``role``: ``switch`` or ``rank<N>``)."""
-    return f"{PREFIX}-{token}-{role}"
+def probe_estimate_s(rate_gbit_s: float, ranks: int) -> float:
+    """The least time the link probe takes on ``ranks`` ranks joined by links of
+    ``rate_gbit_s``: each rank's link carries 2(n-1)/n of each all_reduce's bytes each way
+    (a ring), in full segments; one rank has no link to probe."""
+    if ranks < 2:
+        return 0.0
+    link_bytes = (PROBE_CALLS + 1) * PROBE_BYTES * 2 * (ranks - 1) / ranks
+    return link_bytes / (payload_gb_s(rate_gbit_s) * 1e9)
+
+
+def min_rate_gbit_s(ranks: int) -> float:
+    """The slowest rate, rounded up to two digits, whose probe on ``ranks`` ranks takes at
+    most PROBE_LIMIT_S."""
+    exact = max(TC_MIN_RATE_GBIT_S, probe_estimate_s(1.0, max(ranks, 2)) / PROBE_LIMIT_S)
+    step = 10 ** (math.floor(math.log10(exact)) - 1)
+    return round(math.ceil(exact / step) * step, 12)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{math.ceil(seconds)} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
+
+
+def rate_problem(rate_gbit_s: float | None, ranks: int = 2) -> str | None:
+    """Why ``interconnect.rate_gbit_s`` cannot be emulated for ``ranks`` ranks (None: it can):
+    not a rate, above a NIC's, below what tc expresses, or so slow that the link probe would
+    take more than PROBE_LIMIT_S. The config's checks call it with 2 ranks (the fewest with a
+    link to probe); the network, before it is made, with the job's ranks."""
+    key = f"interconnect.rate_gbit_s={rate_gbit_s}"
+    if rate_gbit_s is None or not 0 < rate_gbit_s <= MAX_RATE_GBIT_S:
+        return (
+            f"{key} must be a rate above 0 and at most {MAX_RATE_GBIT_S:g} Gbit/s, e.g. "
+            "interconnect.rate_gbit_s=1."
+        )
+    if rate_gbit_s < TC_MIN_RATE_GBIT_S:
+        return (
+            f"{key} is below the slowest rate tc can shape a link to (8 bit/s, "
+            f"{TC_MIN_RATE_GBIT_S:g} Gbit/s); set at least {min_rate_gbit_s(ranks):g} Gbit/s, "
+            "e.g. interconnect.rate_gbit_s=1."
+        )
+    probe_s = probe_estimate_s(rate_gbit_s, ranks)
+    if probe_s > PROBE_LIMIT_S:
+        return (
+            f"{key} would hold the link probe ({PROBE_CALLS + 1} all_reduce calls of "
+            f"{PROBE_BYTES >> 20} MiB over {ranks} ranks, before the task) for about "
+            f"{_duration(probe_s)}, more than the {PROBE_LIMIT_S:.0f} s allowed; set at least "
+            f"{min_rate_gbit_s(ranks):g} Gbit/s, e.g. interconnect.rate_gbit_s=1."
+        )
+    return None
+
+
+def rate_warning(spec: LinkSpec, measured_busbw_gb_s: float) -> str | None:
+    """A sentence when the link probe measured less than SHORTFALL_SHARE of what the rate
+    lets through (the host cannot deliver the rate set); None otherwise."""
+    expected = payload_gb_s(spec.rate_gbit_s)
+    share = measured_busbw_gb_s / expected
+    if spec.ranks < 2 or share >= SHORTFALL_SHARE:
+        return None
+    delay = ", or the delay's round trips," if spec.delay_ms or spec.jitter_ms else ""
+    return (
+        f"the link probe measured {measured_busbw_gb_s:.4g} GB/s, {share:.1%} of the "
+        f"{expected:.4g} GB/s that interconnect.rate_gbit_s={spec.rate_gbit_s:g} lets through: "
+        f"this host{delay} cannot deliver the rate set, so the link is slower than its setting "
+        "says; lower interconnect.rate_gbit_s below what the host pushes unshaped "
+        "(docs/emulated.md)."
+    )
 
 
 def address(rank: int) -> str:
@@ -96,13 +175,16 @@ class LinkSpec:
         }
 
 
-NETNS_DIR = "/run/netns"  # where iproute2 keeps named namespaces
 CLONE_NEWNET = 0x40000000
+_entered: list[LinkSpec] = []  # the link this process entered (a worker's: one at most)
 
 
 def enter(spec: LinkSpec, rank: int) -> None:
     """Move this process (a worker, before it opens any socket) into its rank's namespace and
-    name the interface gloo and NCCL must use."""
+    name the interface gloo and NCCL must use. It records itself first
+    (:func:`~linkbench.link.records.record_process`): a sweep stops only the processes a run
+    recorded, once their launcher is gone."""
+    record_process(spec.token, rank)
     fd = os.open(f"{NETNS_DIR}/{spec.rank_namespace(rank)}", os.O_RDONLY | os.O_CLOEXEC)
     try:
         if hasattr(os, "setns"):  # Python 3.12+
@@ -118,6 +200,12 @@ def enter(spec: LinkSpec, rank: int) -> None:
         os.close(fd)
     os.environ["GLOO_SOCKET_IFNAME"] = spec.ifname
     os.environ["NCCL_SOCKET_IFNAME"] = spec.ifname
+    _entered[:] = [spec]
+
+
+def entered() -> LinkSpec | None:
+    """The link this process entered with :func:`enter` (None: none)."""
+    return _entered[0] if _entered else None
 
 
 def _hex_address(text: str) -> str:

@@ -6,18 +6,25 @@ call bounded by a timeout. pyroute2 (pure-Python netlink) was tried first and dr
 pair that the kernel had made (once in a few dozen networks), which would hang a sweep.
 ``tc``'s own refusals (``Specified qdisc kind is unknown``) are passed on as they are.
 
-Every name carries the run's token (``linkbench-<token>-switch``, ``linkbench-<token>-rank<N>``),
-and the process that made them holds an exclusive ``flock`` on ``/run/linkbench/<token>.lock``
-while they exist. When the run ends in any way, :class:`Network` kills what still runs in its
-namespaces and removes them. A launcher killed with ``kill -9`` cannot; its lock dies with
-it, so the next :class:`Network` (or :func:`sweep_stale`) finds namespaces whose lock nobody
-holds, stops the processes left in them and removes them. A namespace whose lock is held
-belongs to a live job and is never touched.
+Every name carries the run's token (``linkbench-<token>-switch``, ``linkbench-<token>-rank<N>``).
+A run touches only what a run recorded that it made (:mod:`linkbench.link.records`): before
+it makes a namespace, :class:`Network` records it, with the boot id and the launcher's pid
+and start time, and adds the namespace's identity once it is made; each worker records
+itself before it enters its namespace. When the run ends in any way, :class:`Network` stops
+the processes it recorded (and theirs) and removes the namespaces it made. A launcher killed
+with ``kill -9`` cannot; the next :class:`Network` (or :func:`sweep_stale`) finds its record,
+sees that no process of its pid and start time runs, and removes what it recorded. A
+namespace that no record names (a look-alike name, or one another tool made) and a process
+that no run recorded are never touched; a live launcher's are never touched either.
+
+A stop signal (SIGINT, SIGTERM, SIGHUP) from the first step of making a network to the last
+of removing it ends as it does while the workers run: as the elastic agent's
+``SignalException``, which the job records as a stop. While namespaces are being made or
+removed it is held back, so that each step is recorded or undone, and raised after.
 """
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
 import os
@@ -26,16 +33,33 @@ import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
+import threading
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
-from linkbench.link.emulated import MTU, PREFIX, SUBNET, LinkSpec, address
+from linkbench.errors import ConfigError
+from linkbench.link.emulated import MTU, SUBNET, LinkSpec, address, rate_problem
+from linkbench.link.records import (
+    RECORD_DIR,
+    NetworkRecord,
+    Process,
+    RecordError,
+    forget,
+    forget_strays,
+    namespace_inode,
+    networks,
+    parent,
+    processes,
+    start_time,
+)
 
-LOCK_DIR = Path("/run/linkbench")
 TBF_LATENCY = "100ms"  # how long a packet may wait in the token bucket's queue
 BURST_S = 0.002  # the bucket holds 2 ms of the rate (256 KB at 1 Gbit/s)
 NETEM_LIMIT = 10_000  # packets netem may hold (its default 1,000 drops at long delays)
 CALL_TIMEOUT_S = 20.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+ANCESTRY_DEPTH = 64  # how far up a process's parents are followed to a recorded worker
 
 
 class LinkError(RuntimeError):
@@ -43,9 +67,13 @@ class LinkError(RuntimeError):
 
 
 def run(*args: str) -> str:
-    """Run one ``ip``/``tc`` command; its output, or LinkError with its error text."""
+    """Run one ``ip``/``tc`` command; its output, or LinkError with its error text. The
+    command runs in a session of its own, so a terminal's Ctrl-C reaches this process (which
+    finishes the step) and not the command half-way."""
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+        done = subprocess.run(
+            args, capture_output=True, text=True, timeout=CALL_TIMEOUT_S, start_new_session=True
+        )
     except subprocess.TimeoutExpired:
         raise LinkError(f"`{' '.join(args)}` did not answer within {CALL_TIMEOUT_S:g} s") from None
     if done.returncode != 0:
@@ -93,6 +121,13 @@ def emulation_problem(delay: bool) -> str | None:
     try:
         with Network(spec, sweep=False):
             pass
+    except RecordError as error:
+        return (
+            f"interconnect=emulated could not write its record of the namespaces it makes, "
+            f"{error}, as user {os.geteuid()} may write neither {RECORD_DIR} nor /run/netns "
+            "(where namespaces are named); run as root, e.g. sudo .venv/bin/python run.py ..., "
+            "or add CAP_DAC_OVERRIDE to CAP_NET_ADMIN and CAP_SYS_ADMIN."
+        )
     except LinkError as error:
         if "netns add" in str(error):
             return (
@@ -110,122 +145,246 @@ def emulation_problem(delay: bool) -> str | None:
     return None
 
 
-def _lock(token: str, blocking: bool) -> int | None:
-    """An open, exclusively locked descriptor of the token's lock file (None: held)."""
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCK_DIR / f"{token}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _ours() -> dict[str, list[str]]:
-    """linkbench's namespaces on this host, by token."""
-    found: dict[str, list[str]] = {}
-    for entry in json.loads(run("ip", "-j", "netns", "list") or "[]"):
-        parts = entry["name"].split("-")
-        if len(parts) == 3 and parts[0] == PREFIX:
-            found.setdefault(parts[1], []).append(entry["name"])
+def _by_namespace() -> dict[int, list[int]]:
+    """Every process this process may see, by the inode of its network namespace."""
+    found: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                inode = os.stat(f"/proc/{entry}/ns/net").st_ino
+            except OSError:
+                continue
+            found.setdefault(inode, []).append(int(entry))
     return found
 
 
-def _remove(names: list[str]) -> list[int]:
-    """Kill every process in the namespaces, then remove them; returns the pids killed."""
-    present = {n for token_names in _ours().values() for n in token_names}
-    killed = []
-    for name in (n for n in names if n in present):
-        for pid in map(int, run("ip", "netns", "pids", name).split()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except ProcessLookupError:
-                pass
+def _descends(pid: int, recorded: set[int]) -> bool:
+    """Whether ``pid`` is a recorded process or one of its descendants (as the kernel says
+    now: a process whose recorded parent has ended is no longer known as one)."""
+    for _ in range(ANCESTRY_DEPTH):
+        if pid in recorded:
+            return True
+        up = parent(pid)
+        if up is None or up <= 1:
+            return False
+        pid = up
+    return False
+
+
+def _started_by(record: NetworkRecord, made: dict[str, int]) -> list[Process]:
+    """The run's processes that still run: those its workers recorded (with their pid and
+    start time), and the processes inside the namespaces it made that descend from one of
+    them or from its launcher, while it runs (its own end: its workers are its children's)."""
+    recorded = [p for p in processes(record.token) if p.alive()]
+    roots = {p.pid for p in recorded}
+    if record.launcher.alive():
+        roots.add(record.launcher.pid)
+    inside = _by_namespace()
+    found = list(recorded)
+    for inode in made.values():
+        for pid in inside.get(inode, []):
+            started = start_time(pid)
+            if pid not in roots and started is not None and _descends(pid, roots):
+                found.append(Process(pid, started))
+    return found
+
+
+def _delete(name: str, inode: int) -> bool:
+    """Remove namespace ``name`` if it is still the one made (``inode``); whether it was."""
+    if namespace_inode(name) != inode:
+        return False
+    try:
         run("ip", "netns", "delete", name)
-    return killed
+    except LinkError:
+        if namespace_inode(name) == inode:
+            raise
+        return False  # removed meanwhile (another job's sweep)
+    return True
 
 
-def sweep_stale() -> list[str]:
-    """Remove the namespaces of runs whose launcher is gone (its lock is free), and stop the
-    processes left in them; returns one line per run removed."""
-    removed = []
-    for token, names in sorted(_ours().items()):
-        fd = _lock(token, blocking=False)
-        if fd is None:
-            continue  # a live job's
-        try:
-            killed = _remove(names)
-            (LOCK_DIR / f"{token}.lock").unlink(missing_ok=True)
-        finally:
-            os.close(fd)
-        what = f"{len(names)} namespace(s) of run {token}"
-        removed.append(what + (f" and {len(killed)} process(es) left in them" if killed else ""))
-    return removed
+def _remove(record: NetworkRecord) -> tuple[list[str], int]:
+    """Stop the processes the run started, remove the namespaces it made (those whose
+    identity is the recorded one), then its records; the names removed and how many
+    processes were stopped."""
+    made = record.made()
+    killed = sum(process.kill() for process in _started_by(record, made))
+    removed = [name for name, inode in made.items() if _delete(name, inode)]
+    forget(record.token)
+    return removed, killed
+
+
+def sweep_stale(stop_point: Callable[[], None] = lambda: None) -> list[str]:
+    """Remove what runs whose launcher is gone recorded that they made, and stop the
+    processes they recorded; returns one line per run removed. A record from an earlier
+    boot is dropped (what it names went with that boot); a live launcher's, and one from
+    another pid namespace (whose pid means nothing here), are left. ``stop_point`` is
+    called before each run (a stop held back is raised there)."""
+    lines = []
+    for record in networks():
+        stop_point()
+        state = record.launcher_state()
+        if state in ("alive", "unknown"):
+            continue
+        if state == "other boot":
+            forget(record.token)
+            continue
+        unconfirmed = [
+            name
+            for name, inode in record.namespaces.items()
+            if inode is None and namespace_inode(name) is not None
+        ]
+        removed, killed = _remove(record)
+        if not removed and not killed and not unconfirmed:
+            continue
+        line = f"{len(removed)} namespace(s) of run {record.token}"
+        line += f" and {killed} process(es) left in them" if killed else ""
+        if unconfirmed:
+            line += (
+                f"; left alone, as not recorded as made: {', '.join(unconfirmed)} "
+                "(ip netns delete removes one)"
+            )
+        lines.append(line)
+    forget_strays()
+    return lines
+
+
+def _stop(signum: int) -> BaseException:
+    """A stop signal as the elastic agent raises it while the workers run, so a stop of the
+    network's set-up ends the job as a stop of its training does (imported late: the
+    config's checks use this module without torch)."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    sigval = signal.Signals(signum)
+    return SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)
 
 
 class Network:
-    """A run's namespaces, bridge and shaped veth pairs, from ``with`` to its end."""
+    """A run's namespaces, bridge and shaped veth pairs, from ``with`` to its end.
+
+    Refused before anything is made (ConfigError) when the link probe would take too long
+    for the run's ranks. Between ``with`` and its end, a stop signal raises the elastic
+    agent's SignalException: at once while the network stands, and while it is being made
+    or removed, after the step in progress (the namespaces are recorded before each is made,
+    so a stop leaks none)."""
 
     def __init__(self, spec: LinkSpec, sweep: bool = True) -> None:
         self.spec = spec
         self.sweep = sweep
         self.stale: list[str] = []
-        self._lock: int | None = None
+        self._record: NetworkRecord | None = None
+        self._previous: dict[int, Any] = {}
+        self._holding = False
+        self._pending: int | None = None
 
     def __enter__(self) -> Network:
-        if self.sweep:
-            self.stale = sweep_stale()
-        self._lock = _lock(self.spec.token, blocking=True)
+        problem = rate_problem(self.spec.rate_gbit_s, self.spec.ranks)
+        if problem is not None:
+            raise ConfigError(problem)
+        self._holding = True
+        self._catch_stops()
         try:
+            if self.sweep:
+                self.stale = sweep_stale(self._stop_point)
+            self._stop_point()
+            record = NetworkRecord.planned(self.spec.token, self.spec.namespaces)
+            record.write(new=True)
+            self._record = record
             self._make()
+            self._stop_point()
         except BaseException:
-            self.__exit__()
+            self._close()
+            if self._pending is not None:  # the stop, or an error while a stop was held
+                raise _stop(self._pending) from None
             raise
+        self._holding = False
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None = None, *rest: object) -> None:
+        self._close()
+        if self._pending is not None and kind is None:
+            raise _stop(self._pending)
+
+    def _catch_stops(self) -> None:
+        """Stop signals to :meth:`_on_stop` (again at the end: the elastic agent sets its
+        own while the workers run); the handlers found first are given back at the end."""
+        if threading.current_thread() is not threading.main_thread():
+            return  # Python sets handlers in the main thread only
+        for signum in STOP_SIGNALS:
+            previous = signal.signal(signum, self._on_stop)
+            self._previous.setdefault(signum, previous)
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        if self._holding:
+            if self._pending is None:
+                self._pending = signum
+            return
+        raise _stop(signum)
+
+    def _stop_point(self) -> None:
+        """Raise a stop that was held back."""
+        if self._pending is not None:
+            raise _stop(self._pending)
+
+    def _close(self) -> None:
+        """Remove what this network made (stops held back meanwhile) and give the stop
+        signals back their handlers."""
+        self._holding = True
+        self._catch_stops()
         try:
-            _remove(self.spec.namespaces)
+            if self._record is not None:
+                _remove(self._record)
+                self._record = None
         finally:
-            if self._lock is not None:
-                (LOCK_DIR / f"{self.spec.token}.lock").unlink(missing_ok=True)
-                os.close(self._lock)
-                self._lock = None
+            for signum, handler in self._previous.items():
+                signal.signal(signum, handler)
+            self._previous = {}
+
+    def _call(self, *args: str) -> None:
+        """One step of making the network, after a stop held back is raised."""
+        self._stop_point()
+        run(*args)
+
+    def _add_namespace(self, name: str) -> None:
+        """Make namespace ``name`` and record it (with its identity) as made."""
+        assert self._record is not None
+        if namespace_inode(name) is not None:
+            raise LinkError(f"namespace {name} exists already; it is not this run's")
+        self._call("ip", "netns", "add", name)
+        self._record.namespaces[name] = namespace_inode(name)
+        self._record.write()
 
     def _make(self) -> None:
-        spec, switch = self.spec, self.spec.switch
+        spec, switch, call = self.spec, self.spec.switch, self._call
         for name in spec.namespaces:
-            run("ip", "netns", "add", name)
-        run("ip", "-n", switch, "link", "add", "switch", "type", "bridge")
-        run("ip", "-n", switch, "link", "set", "switch", "up")
+            self._add_namespace(name)
+        call("ip", "-n", switch, "link", "add", "switch", "type", "bridge")
+        call("ip", "-n", switch, "link", "set", "switch", "up")
         for rank in range(spec.ranks):
             ns, port = spec.rank_namespace(rank), f"port{rank}"
-            run("ip", "-n", switch, "link", "add", port, "mtu", str(MTU), "type", "veth",
-                "peer", "name", spec.ifname, "mtu", str(MTU), "netns", ns)  # fmt: skip
-            run("ip", "-n", switch, "link", "set", port, "master", "switch", "up")
+            call("ip", "-n", switch, "link", "add", port, "mtu", str(MTU), "type", "veth",
+                 "peer", "name", spec.ifname, "mtu", str(MTU), "netns", ns)  # fmt: skip
+            call("ip", "-n", switch, "link", "set", port, "master", "switch", "up")
             self._shape(switch, port, uplink=False)
-            run("ip", "-n", ns, "link", "set", "lo", "up")
-            run("ip", "-n", ns, "addr", "add", f"{address(rank)}/{SUBNET.prefixlen}",
-                "dev", spec.ifname)  # fmt: skip
-            run("ip", "-n", ns, "link", "set", spec.ifname, "up")
+            call("ip", "-n", ns, "link", "set", "lo", "up")
+            call("ip", "-n", ns, "addr", "add", f"{address(rank)}/{SUBNET.prefixlen}",
+                 "dev", spec.ifname)  # fmt: skip
+            call("ip", "-n", ns, "link", "set", spec.ifname, "up")
             self._shape(ns, spec.ifname, uplink=True)
 
     def _shape(self, ns: str, device: str, uplink: bool) -> None:
         """The rate on this end's egress; on a rank's uplink, the delay before it."""
         spec = self.spec
         rate_bytes = spec.rate_gbit_s * 1e9 / 8
-        bucket = ["tbf", "rate", f"{round(spec.rate_gbit_s * 1e6)}kbit",
+        bucket = ["tbf", "rate", f"{round(spec.rate_gbit_s * 1e9)}bit",
                   "burst", str(max(64 * 1024, int(rate_bytes * BURST_S))),
                   "latency", TBF_LATENCY]  # fmt: skip
         qdisc = ("tc", "-n", ns, "qdisc", "add", "dev", device)
         if uplink and (spec.delay_ms or spec.jitter_ms):
-            run(*qdisc, "root", "handle", "1:", "netem", "limit", str(NETEM_LIMIT),
-                "delay", f"{spec.delay_ms}ms", f"{spec.jitter_ms}ms")  # fmt: skip
-            run(*qdisc, "parent", "1:1", "handle", "10:", *bucket)
+            self._call(*qdisc, "root", "handle", "1:", "netem", "limit", str(NETEM_LIMIT),
+                       "delay", f"{spec.delay_ms}ms", f"{spec.jitter_ms}ms")  # fmt: skip
+            self._call(*qdisc, "parent", "1:1", "handle", "10:", *bucket)
         else:
-            run(*qdisc, "root", "handle", "1:", *bucket)
+            self._call(*qdisc, "root", "handle", "1:", *bucket)
 
     def counters(self) -> list[dict[str, Any]]:
         """Each rank's interface counters (bytes and packets each way, drops) so far."""

@@ -1,5 +1,6 @@
 """A worker on an emulated link (``interconnect=emulated``): its namespace, its rendezvous
-over the link, the link's measured rate and the check of its own sockets.
+over the link, the link's measured rate (and a warning when it falls well short of the rate
+set) and the check of its own sockets.
 
 The launcher made the run's namespaces (:mod:`linkbench.link.netns`); each worker moves into
 its rank's before it opens a socket, and the ranks meet at a TCPStore that rank 0 serves on
@@ -9,6 +10,7 @@ on the host's loopback is out of the namespaces' reach).
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 from typing import Any
@@ -17,11 +19,19 @@ import torch
 import torch.distributed as dist
 
 from linkbench.link.bandwidth import bandwidths_gb_s
-from linkbench.link.emulated import STORE_PORT, LinkSpec, check_connections, own_connections
+from linkbench.link.emulated import (
+    PROBE_BYTES,
+    PROBE_CALLS,
+    STORE_PORT,
+    LinkSpec,
+    check_connections,
+    entered,
+    own_connections,
+    rate_warning,
+)
 from linkbench.parts.rank import Rank
 
-PROBE_BYTES = 8 << 20  # the all_reduce that measures the link: 8 MiB
-PROBE_CALLS = 2  # timed, after one untimed
+log = logging.getLogger("linkbench")
 
 
 def store(spec: LinkSpec, rank: int, world_size: int, timeout_s: float) -> dist.TCPStore:
@@ -35,9 +45,11 @@ def store(spec: LinkSpec, rank: int, world_size: int, timeout_s: float) -> dist.
     )
 
 
-def measure(me: Rank) -> dict[str, Any]:
+def measure(me: Rank, spec: LinkSpec | None = None) -> dict[str, Any]:
     """The fastest of a few all_reduce calls of PROBE_BYTES (every rank calls it): the link's
-    bus bandwidth as the job sees it, before the task runs."""
+    bus bandwidth as the job sees it, before the task runs. Where it is below what the rate
+    of ``spec`` (by default the link this process entered) lets through by more than the
+    allowed shortfall, ``rate_warning`` says so in a sentence, which rank 0 also logs."""
     tensor = torch.zeros(PROBE_BYTES // 4, device=me.device)
     times = []
     for call in range(PROBE_CALLS + 1):
@@ -49,7 +61,18 @@ def measure(me: Rank) -> dict[str, Any]:
         if call:
             times.append(time.perf_counter() - started)
     busbw = bandwidths_gb_s("all_reduce", PROBE_BYTES, min(times), me.world_size)[1]
-    return {"measured_busbw_gb_s": busbw, "probe_bytes": PROBE_BYTES, "probe_s": times}
+    measured: dict[str, Any] = {
+        "measured_busbw_gb_s": busbw,
+        "probe_bytes": PROBE_BYTES,
+        "probe_s": times,
+    }
+    spec = spec or entered()
+    warning = rate_warning(spec, busbw) if spec is not None else None
+    if warning is not None:
+        measured["rate_warning"] = warning
+        if me.is_main:
+            log.warning("!!! %s", warning)
+    return measured
 
 
 def check_sockets(spec: LinkSpec, me: Rank) -> dict[str, Any]:
