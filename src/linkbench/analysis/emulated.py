@@ -92,6 +92,15 @@ def _step_parts(config: Configuration) -> tuple[float, float, float, str] | None
     return compute.mean, ddp.mean, 0.0, "no_sync probe and DDP"
 
 
+def rate_warnings(configs: list[Configuration]) -> list[str]:
+    """The link probe's warnings (a link slower than its set rate), once per configuration."""
+    found = []
+    for config in configs:
+        said = {str((j.get("link") or {}).get("rate_warning") or "") for j in config.jobs} - {""}
+        found += [f"- {config.label()}: {warning}" for warning in sorted(said)]
+    return found
+
+
 def link_rows(configs: list[Configuration]) -> list[LinkRow]:
     """Every trained configuration on an emulated link whose inputs were measured."""
     rows = []

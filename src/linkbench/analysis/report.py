@@ -29,7 +29,7 @@ from linkbench.analysis.compare import (
 )
 from linkbench.analysis.conditions import drifted
 from linkbench.analysis.emulated import NOTE as LINK_NOTE
-from linkbench.analysis.emulated import RATE_KEY, link_rows, link_settings
+from linkbench.analysis.emulated import RATE_KEY, link_rows, link_settings, rate_warnings
 from linkbench.analysis.emulated import table as link_table
 from linkbench.analysis.sequential import Design, sweep_design
 from linkbench.analysis.stats import (
@@ -325,6 +325,8 @@ def markdown(
         out += ["## Where the step goes (profile=trace)", "", TRACE_NOTE, "", *breakdown, ""]
     if links := link_table(link_rows(configs)):
         out += ["## Emulated links: measured against the bytes", "", LINK_NOTE, "", *links, ""]
+    if slow := rate_warnings(configs):
+        out += ["## Emulated links slower than their set rate", "", *slow, ""]
     if unfinished := [j for j in jobs if j.get("status") != "completed"]:
         out += ["## Jobs that did not complete", "", *map(_unfinished_line, unfinished), ""]
     out += [f"## Configurations: geometric mean [{CONFIDENCE:.0%} interval over runs]", ""]

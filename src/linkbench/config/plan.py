@@ -47,7 +47,7 @@ from linkbench.config.schema import (
 from linkbench.config.tasks import AllReduceTask
 from linkbench.errors import ConfigError
 from linkbench.files import COMPILE_CACHE_DIR, LOG_DIR, usable_checkpoint
-from linkbench.link.emulated import LinkSpec
+from linkbench.link.emulated import LinkSpec, rate_problem
 from linkbench.link.interconnect import EnvPlan, plan_env
 from linkbench.link.netns import emulation_problem
 
@@ -530,11 +530,14 @@ def _worker_variables(config: Config) -> dict[str, str]:
     return {**arm, **tuning}
 
 
-def _check_emulated(config: Config, machine: Machine) -> None:
-    """interconnect=emulated makes its ranks' namespaces itself, on this host, as root."""
+def _check_emulated(config: Config, machine: Machine, ranks: int) -> None:
+    """interconnect=emulated makes its ranks' namespaces itself, on this host, as root, at a
+    rate its link probe can measure for this job's ``ranks`` within its time."""
     arm = config.interconnect
     if arm.name != InterconnectName.emulated:
         return
+    problem = rate_problem(arm.rate_gbit_s, ranks)
+    require(problem is None, str(problem))
     require(
         machine.outside is None,
         "interconnect=emulated starts its ranks in network namespaces of its own and cannot "
@@ -648,7 +651,7 @@ def make_plan(
         notes.extend(_scaling_notes(config))
     env = plan_env(_worker_variables(config), machine.environ)
     notes.extend(env.warnings(str(config.interconnect.name)))
-    _check_emulated(config, machine)
+    _check_emulated(config, machine, nnodes * nproc)
     if backend == "gloo" and config.interconnect.name not in ("auto", "emulated"):
         notes.append(
             f"interconnect={config.interconnect.name} sets NCCL variables, which have no effect "

@@ -72,7 +72,8 @@ def _failure_message(
         error.failures, plan.log_dir, plan.world_size, ended_at=time.time()
     )
     if reason.startswith(("killed by SIGKILL", "it ended without recording")):
-        reason += f": {memory.killed_note(rank, plan.config.batch)}"
+        pid = getattr(error.failures.get(rank), "pid", None)
+        reason += f": {memory.killed_note(pid, plan.config.batch)}"
     message = f"rank {rank} failed first: {reason} [log: {rank_log(plan.log_dir, rank, 'stderr')}]"
     others = [r for r in sorted(error.failures) if r != rank]
     if others:
@@ -169,6 +170,8 @@ def _run_repeats(
         returned = dict(returns[0])
         if link is not None:
             returned["link"] = link
+            if warning := link.get("rate_warning"):
+                log.warning("!!! %s", warning)  # the bar may have hidden rank 0's line
         metrics = returned.pop("metrics")
         if link and "measured_busbw_gb_s" in link:
             metrics["link_busbw_gb_s"] = link["measured_busbw_gb_s"]
@@ -324,6 +327,8 @@ def run_job(cfg: DictConfig) -> float:
             if hydra_cfg.mode == RunMode.RUN:
                 end(stopped, 128 + signal.Signals[name].value)
             raise stopped from None
+        if hydra_cfg.mode == RunMode.RUN:  # stopped before its workers (planning, set-up)
+            end(JobInterrupted(f"{job_dir}: stopped by {name}"), 128 + signal.Signals[name].value)
         raise
     except Exception as error:
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:

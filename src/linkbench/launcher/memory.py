@@ -4,9 +4,10 @@ kernel killed can be said to have run out of memory, with its witnesses.
 A rank killed with SIGKILL writes nothing, and a dead process's memory can no longer be
 read. So while the ranks run, a thread reads each one's high-water mark of resident memory
 (``VmHWM`` in ``/proc/<pid>/status``) a few times a second; the ranks are the children of
-this process's forkserver, each known by the ``RANK`` in its environment. The kernel's own
-count of out-of-memory kills in this process's cgroup (``oom_kill`` in cgroup v2's
-``memory.events``) is read before and after: where it rose, the kernel says who killed it.
+this process's forkserver, known by their pid (which the launcher's failure report gives).
+The kernel's own count of out-of-memory kills in this process's memory cgroup (``oom_kill``
+in cgroup v2's ``memory.events`` or v1's ``memory.oom_control``) is read before and after:
+where it rose, the kernel says who killed it.
 """
 
 from __future__ import annotations
@@ -28,17 +29,6 @@ def _children(parent: int) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
     return found
-
-
-def _rank_of(pid: int) -> int | None:
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    for entry in environ:
-        if entry.startswith(b"RANK="):
-            return int(entry[5:])
-    return None
 
 
 def _peak_bytes(pid: int) -> int | None:
@@ -104,7 +94,7 @@ def memory_limit_bytes() -> int | None:
 
 
 class MemoryWatch:
-    """``with MemoryWatch() as watch:`` around a launch; then ``watch.peak_bytes[rank]``,
+    """``with MemoryWatch() as watch:`` around a launch; then ``watch.peak_bytes[pid]``,
     ``watch.oom_kills`` (the kills the kernel counted meanwhile, None: unknown)."""
 
     def __init__(self, every_s: float = SAMPLE_EVERY_S) -> None:
@@ -137,21 +127,17 @@ class MemoryWatch:
             self.oom_kills = after - self._before
 
     def _run(self) -> None:
-        ranks: dict[int, int] = {}  # pid -> rank
         while not self._stop.wait(self.every_s):
             for server in _children(os.getpid()):
                 for pid in _children(server):
-                    if pid not in ranks and (rank := _rank_of(pid)) is not None:
-                        ranks[pid] = rank
-            for pid, rank in ranks.items():
-                if (peak := _peak_bytes(pid)) is not None:
-                    self.peak_bytes[rank] = max(peak, self.peak_bytes.get(rank, 0))
+                    if (peak := _peak_bytes(pid)) is not None:
+                        self.peak_bytes[pid] = max(peak, self.peak_bytes.get(pid, 0))
 
-    def killed_note(self, rank: int, batch: int) -> str:
+    def killed_note(self, pid: int | None, batch: int) -> str:
         """What the watch knows of a rank that SIGKILL ended: most likely the kernel's
         out-of-memory killer, its peak memory, and what to lower."""
         total = memory_limit_bytes()
-        peak = self.peak_bytes.get(rank)
+        peak = self.peak_bytes.get(pid) if pid is not None else None
         held = (
             f"it held up to {peak / 1e9:.2f} GB"
             + (f" of the {total / 1e9:.2f} GB this machine lets the job use" if total else "")

@@ -8,6 +8,7 @@ this job's workers and nothing else. Then it runs the job's task.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -113,8 +114,21 @@ class HardwareDescription:
         return self._result
 
 
+# How much more readily the kernel's out-of-memory killer picks a rank than other processes
+# of its size (oom_score_adj, from -1000 to 1000).
+OOM_SCORE_ADJ = 500
+
+
+def _first_to_go_when_memory_runs_out() -> None:
+    """Ask the kernel to end this rank, rather than its launcher (which then says what
+    happened: :mod:`linkbench.launcher.memory`) or another program, when memory runs out."""
+    with contextlib.suppress(OSError):  # not Linux, or not allowed: the kernel chooses
+        Path("/proc/self/oom_score_adj").write_text(str(OOM_SCORE_ADJ))
+
+
 def worker_main(plan: JobPlan) -> dict[str, Any]:
     """Run the job's task on this rank; rank 0 returns the job's results, the others {}."""
+    _first_to_go_when_memory_runs_out()
     apply_env(plan.env.applied)
     rank = int(os.environ["RANK"])
     if plan.link is not None:  # before this process opens a socket
