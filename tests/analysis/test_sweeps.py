@@ -320,7 +320,7 @@ def test_a_failed_job_still_gets_its_row_and_the_summary_is_printed(tmp_path):
     crash = ["debug.crash_at_step=null,4", "devices=1", *QUICK[:3]]
     done = run_cli(["-m", "repeats=1", *crash, f"hydra.sweep.dir={tmp_path}"], timeout=300)
     assert done.returncode != 0
-    assert "rank 0 failed first: RuntimeError: debug.crash_at_step=4" in done.stderr
+    assert "the first: rank 0 failed first: RuntimeError: debug.crash_at_step=4" in done.stderr
     assert "# Sweep summary" in done.stdout and "2 jobs, 1 completed" in done.stdout
     assert re.search(r"job 1/2 \(\d+ s elapsed\): ", done.stdout + done.stderr)  # fixed: one round
     rows = list(csv.DictReader((tmp_path / "summary.csv").open()))

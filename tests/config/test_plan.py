@@ -7,7 +7,7 @@ import json
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
-from linkbench.config.plan import Machine, OutsideWorld, make_plan
+from linkbench.config.plan import Machine, OutsideWorld, PartsFacts, make_plan
 from linkbench.config.schema import options
 from linkbench.errors import ConfigError
 from linkbench.files import describe_file
@@ -248,7 +248,7 @@ def test_the_plan_is_finished_when_make_plan_returns(compose_config, tmp_path):
 
     def parts_check(config, lr):
         calls.append((config.model.name, lr))
-        return 1234
+        return PartsFacts(1234, 10**6, 10**5)
 
     cfg = compose_config(["compile=true", "resume=true"])
     plan = make_plan(cfg, str(tmp_path), [], CPU, parts_check, sweep_dir="/sweep")
@@ -294,3 +294,20 @@ def test_a_jobs_overrides_are_parsed_once_and_carried(compose_config, tmp_path, 
     assert plan.overrides == ["batch=8", "model=auto", "model.weight_decay=0.5"]
     assert plan.settings == given.settings
     assert plan.config.model.name == "tiny" and plan.config.model.weight_decay == 0.5
+
+
+def test_a_batch_that_cannot_fit_is_warned_of_before_any_worker(compose_config, tmp_path):
+    """The estimate from the model built on the meta device, against a rank's share of the
+    host's memory: batch=300000 of the tiny CNN on 2 ranks is tens of GB a rank, not 12."""
+    from linkbench.launcher.parts_check import check_parts
+
+    host = Machine(cuda_devices=0, memory_bytes=24 * 10**9)
+    big = make_plan(compose_config(["batch=300000"]), str(tmp_path), [], host, check_parts)
+    note = next(n for n in big.notes if n.startswith("batch=300000 with model=tiny"))
+    assert "more than the 12.0 GB a rank has here (2 ranks share 24.0 GB)" in note
+    fits = int(note.split("about ")[1].split(" ")[0])
+    assert 10_000 < fits < 300_000
+    small = make_plan(compose_config([f"batch={fits // 2}"]), str(tmp_path), [], host, check_parts)
+    assert not [n for n in small.notes if "rough estimate" in n]
+    unknown = make_plan(compose_config(["batch=300000"]), str(tmp_path), [], CPU, check_parts)
+    assert not [n for n in unknown.notes if "rough estimate" in n], "no figure, no warning"

@@ -104,7 +104,7 @@ def test_a_comparison_beyond_deciding_stops_early_and_the_summary_says_what_it_w
 
 
 def test_a_sweep_with_nothing_to_compare_runs_min_rounds(tmp_path):
-    jobs = [["interconnect=pcie", f"batch={b}"] for b in (32, 256)]
+    jobs = [["interconnect=pcie", f"batch={b}", f"scaling={s}"] for b in (32, 256) for s in "ab"]
     rounds = AdaptiveRounds(jobs, tmp_path, Design(max_rounds=8, min_rounds=3))
     assert len(_sweep(rounds, random.Random(3))) == 3
     assert rounds.stopped == "min_rounds=3 done, nothing to compare"

@@ -203,7 +203,8 @@ def test_a_crashing_rank_fails_its_job_and_the_sweep_runs_on(tmp_path):
     assert "rank 1 failed first: RuntimeError: debug.crash_at_step=5" in crashed["error"]
     assert crashed["metrics"]["timed_steps"] >= 2
     assert load_result(next(tmp_path.glob("*debug.crash_at_step=null,*")))["status"] == "completed"
-    assert "rank 1 failed first" in done.stderr
+    assert "the first: rank 1 failed first" in done.stderr.strip().splitlines()[-1]
+    assert "Error executing job" not in done.stderr, "the sweep's own line, not Hydra's"
     summary = (tmp_path / "summary.md").read_text()
     assert "2 jobs, 1 completed" in summary and "| failed |" in summary
 

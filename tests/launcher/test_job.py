@@ -117,8 +117,8 @@ def test_sweep_runs_each_job_in_its_own_directory_with_its_own_env(cpu_sweep):
         (["batch=0"], "batch=0 must be a positive per-device batch"),
         (["backend=nccl"], "backend=nccl needs CUDA GPUs"),
         (["data=cifar10"], "data.root is not set"),
-        (["model=nosuchmodel"], "Could not find 'model/nosuchmodel'"),
-        (["steps=ten"], "could not be converted to Integer"),
+        (["model=nosuchmodel"], "model=nosuchmodel is not an option; choose one of"),
+        (["steps=ten"], "steps=ten is not a whole number"),
     ],
 )
 def test_bad_input_exits_nonzero_with_one_sentence_and_no_worker(tmp_path, args, words):

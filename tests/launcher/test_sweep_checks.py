@@ -15,9 +15,9 @@ from ..conftest import run_cli
     ("args", "words"),
     [
         (
-            ["batch=range(1,60)", "steps=5"],
-            "configuration 1 of 59 of this sweep (batch=1 steps=5) is refused, so no job "
-            "starts: untimed_steps=10 must be at least 0 and below steps=5",
+            ["batch=range(1,60)", "steps=5", "untimed_steps=10"],
+            "configuration 1 of 59 of this sweep (batch=1 steps=5 untimed_steps=10) is refused, "
+            "so no job starts: untimed_steps=10 must be at least 0 and below steps=5",
         ),
         (["batch=8,16", "steps=20", "batch=32,32"], "names batch=32 more than once"),
         (

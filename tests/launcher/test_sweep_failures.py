@@ -22,7 +22,7 @@ from .test_failures import _worker_pids
 
 SHORT = ["steps=12", "untimed_steps=2", "log_every=2", "batch=4", "task.no_sync_steps=2"]
 CRASH = ["debug.crash_at_step=null,4", *SHORT]
-HYDRA_LINES = ("Error executing job", "HYDRA_FULL_ERROR", "Traceback (most recent call last)")
+HYDRA_LINES = ("Error executing job", "HYDRA_FULL_ERROR")  # a crashing rank shows its own traceback
 
 
 def _results(sweep: Path) -> dict[str, dict]:
@@ -67,7 +67,7 @@ def test_an_adaptive_sweep_runs_past_a_crashing_configuration_and_reruns_only_it
 
     again = run_cli(_resume_command(done.stderr), timeout=300)
     assert again.returncode == 1, again.stderr[-3000:]
-    assert again.stdout.count("already completed; skipping it") == 3, "only what failed reruns"
+    assert again.stdout.count("); skipping it") == 3, "only what failed reruns"
     assert len(_results(sweep)) == 5
 
 
@@ -166,7 +166,8 @@ def test_a_full_disk_ends_a_sweep_in_one_sentence_and_starts_no_further_job(smal
     assert last.startswith(f"{sweep} filled up while job ") and "bytes free), so no further" in last
     assert last.endswith("resume=true") and "repeats=2" in last
     assert "UserWarning" not in done.stderr and "Error executing job" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) <= 3, done.stderr
+    said = [line for line in done.stderr.splitlines() if line and not line.startswith("[rank")]
+    assert said == [last], "one sentence besides rank 0's own lines"
     assert not [p for p in sweep.rglob("*") if p.is_file() and p.stat().st_size == 0]
     assert not list(sweep.rglob(".*.tmp"))
     full = last.split("while job ", 1)[1].split(" ran")[0]
@@ -243,7 +244,7 @@ def test_a_job_run_again_leaves_one_curve_in_tensorboard(tmp_path, checkpoint):
     args = ["steps=40", "log_every=10", "untimed_steps=5", f"checkpoint.every_steps={checkpoint}",
             f"hydra.run.dir={job}"]  # fmt: skip
     assert run_cli([*args, "debug.crash_at_step=30"]).returncode == 1
-    assert _scalar_steps(job, "train/loss") == [10, 20, 30]
+    assert _scalar_steps(job, "train/loss") == [10, 20]
     done = run_cli([*args, "resume=true"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert _scalar_steps(job, "train/loss") == [10, 20, 30, 40]

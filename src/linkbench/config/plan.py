@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from linkbench.config.data_sizes import folder_classes, held_out_size, train_size
+from linkbench.config.host import gpu_memory_bytes, memory_limit_bytes
 from linkbench.config.hydra_errors import sentence
 from linkbench.config.layout import Layout, fits
 from linkbench.config.overrides import JobOverrides, key_hint
@@ -88,6 +89,10 @@ class Machine:
     """Set when torchrun or SLURM started this process as one rank of a world."""
     cpu_cores: int = 0
     """Cores this process may run on (0: unknown)."""
+    memory_bytes: int = 0
+    """Memory the job may use on this host (:mod:`linkbench.config.host`; 0: unknown)."""
+    gpu_memory_bytes: int = 0
+    """One GPU's memory (0: unknown, or no GPU)."""
 
     @classmethod
     def current(cls) -> Machine:
@@ -96,7 +101,9 @@ class Machine:
         environ = dict(os.environ)
         outside = OutsideWorld.from_env(environ)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        return cls(torch.cuda.device_count(), environ, outside, cores or 0)
+        gpus = torch.cuda.device_count()
+        gpu_memory = (gpu_memory_bytes() or 0) if gpus else 0
+        return cls(gpus, environ, outside, cores or 0, memory_limit_bytes() or 0, gpu_memory)
 
 
 @dataclass(frozen=True)
@@ -588,10 +595,45 @@ def follow_machine(cfg: DictConfig, overrides: JobOverrides, machine: Machine) -
     return cfg
 
 
-PartsCheck = Callable[[Config, float], int]
+@dataclass(frozen=True)
+class PartsFacts:
+    """What building a training job's parts told the plan."""
+
+    flops_per_sample: int
+    memory_bytes_per_rank: int
+    """A rough estimate of what one rank holds at the job's batch (weights, gradients,
+    optimizer state, activations: :mod:`linkbench.parts.memory`)."""
+    fixed_memory_bytes: int
+    """Of which the part that does not grow with the batch."""
+
+
+PartsCheck = Callable[[Config, float], PartsFacts]
 """Builds a training job's parts where that is cheap (at the learning rate given) and refuses
-what cannot build; returns the training FLOPs of one sample. It needs torch, so the launcher
-hands it in (:func:`linkbench.launcher.parts_check.check_parts`)."""
+what cannot build; returns what that told (:class:`PartsFacts`). It needs torch, so the
+launcher hands it in (:func:`linkbench.launcher.parts_check.check_parts`)."""
+
+
+def _memory_note(
+    facts: PartsFacts, config: Config, device_type: str, ranks_here: int, machine: Machine
+) -> str | None:
+    """A warning when the rough estimate of a rank's memory exceeds what it has: a GPU's
+    memory, or its share of the host's (the ranks of a CPU job share it)."""
+    if device_type == "cuda":
+        have, where = machine.gpu_memory_bytes, "of its GPU's memory"
+    else:
+        have = machine.memory_bytes // max(1, ranks_here)
+        where = f"a rank has here ({ranks_here} ranks share {machine.memory_bytes / 1e9:.1f} GB)"
+    if not have or facts.memory_bytes_per_rank <= have:
+        return None
+    per_sample = (facts.memory_bytes_per_rank - facts.fixed_memory_bytes) / config.batch
+    fits = int((have - facts.fixed_memory_bytes) // per_sample) if per_sample > 0 else 0
+    hint = f"lower batch (about {fits} might fit)" if fits > 0 else "use a smaller model"
+    return (
+        f"batch={config.batch} with model={config.model.name}: a rough estimate puts each rank "
+        f"at {facts.memory_bytes_per_rank / 1e9:.1f} GB (weights, gradients and optimizer "
+        f"state {facts.fixed_memory_bytes / 1e9:.2f} GB, the rest activations), more than the "
+        f"{have / 1e9:.1f} GB {where}; a rank may be killed out of memory: {hint}."
+    )
 
 
 def make_plan(
@@ -664,7 +706,9 @@ def make_plan(
         )
     s = config.scaling
     lr = scaled_lr(config.base_lr, s.rule, global_batch, s.reference_batch)
-    flops = parts_check(config, lr) if parts_check is not None and task.trains else None
+    facts = parts_check(config, lr) if parts_check is not None and task.trains else None
+    if facts is not None and (note := _memory_note(facts, config, device_type, nproc, machine)):
+        notes.append(note)
     resume_step = _resume_step(config, Path(job_dir), machine, notes)
     cudnn = config.cudnn_benchmark
     if cudnn is None:
@@ -692,7 +736,7 @@ def make_plan(
         schedule=_schedule(config, steps, lr, steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
         cudnn_benchmark=cudnn,
-        flops_per_sample=flops,
+        flops_per_sample=facts.flops_per_sample if facts is not None else None,
         resume_step=resume_step,
         compile_cache_dir=(
             str(Path(sweep_dir) / COMPILE_CACHE_DIR) if config.compile and sweep_dir else None

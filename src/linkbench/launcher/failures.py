@@ -49,10 +49,7 @@ def first_failure(
                 continue
             if failure is not None and failure.exitcode > 0:
                 return rank, f"exit code {failure.exitcode} before it could record an error"
-            return rank, (
-                "it ended without recording an error: killed from outside, for example out "
-                "of memory or kill -9"
-            )
+            return rank, "it ended without recording an error, killed from outside"
     if first_own is not None:
         return first_own, recorded[first_own]["error"]
     rank = min(failures, default=0)

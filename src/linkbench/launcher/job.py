@@ -60,6 +60,9 @@ from linkbench.worker.stop import Stopped, stops_held
 from linkbench.worker.task import Task, task_class
 
 log = logging.getLogger("linkbench")
+# A full disk must not turn every later log line into a "--- Logging error ---" traceback
+# (a handler that cannot flush to the job's run.log): the job and the sweep say it once.
+logging.raiseExceptions = False
 
 
 def _failure_message(

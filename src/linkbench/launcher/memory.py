@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+from linkbench.config.host import cgroup_memory_file, memory_limit_bytes
+
 SAMPLE_EVERY_S = 0.25
 
 
@@ -41,29 +43,10 @@ def _peak_bytes(pid: int) -> int | None:
     return None
 
 
-def _cgroup_file(v2_name: str, v1_name: str) -> Path | None:
-    """This process's memory cgroup's file: cgroup v2's ``v2_name`` or v1's ``v1_name``."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "memory":
-            found = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / v1_name
-        elif controllers == "":
-            found = Path("/sys/fs/cgroup") / path.lstrip("/") / v2_name
-        else:
-            continue
-        if found.is_file():
-            return found
-    return None
-
-
 def oom_kills() -> int | None:
     """The kernel's count of out-of-memory kills in this process's memory cgroup (v2's
     ``memory.events``, v1's ``memory.oom_control``); None where neither can be read."""
-    path = _cgroup_file("memory.events", "memory.oom_control")
+    path = cgroup_memory_file("memory.events", "memory.oom_control")
     try:
         for line in path.read_text().splitlines() if path else []:
             if line.startswith("oom_kill "):
@@ -71,26 +54,6 @@ def oom_kills() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
-
-
-def memory_limit_bytes() -> int | None:
-    """The memory this process may use: the machine's (MemTotal), or its cgroup's limit
-    where that is lower; None where neither can be read."""
-    limits = []
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                limits.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    path = _cgroup_file("memory.max", "memory.limit_in_bytes")
-    try:
-        text = path.read_text().strip() if path else "max"
-        if text != "max":
-            limits.append(int(text))
-    except (OSError, ValueError):
-        pass
-    return min(limits) if limits else None
 
 
 class MemoryWatch:

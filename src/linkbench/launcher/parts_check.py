@@ -1,7 +1,8 @@
 """The plan's check of a training job's parts, by building them where that is cheap, in the
 launching process: the loss, the communication hook and the optimizer resolved (the
 optimizer built over one CPU parameter), and the model built on the meta device, which also
-counts its training FLOPs per sample (for MFU). A bad name or keyword is one sentence before
+counts its training FLOPs per sample (for MFU) and estimates what a rank will hold in memory
+(:mod:`linkbench.parts.memory`). A bad name or keyword is one sentence before
 any worker starts, not a traceback from a rank.
 
 It needs torch, which the plan must not import: the launcher and the sweeper hand
@@ -15,10 +16,12 @@ import importlib
 
 import torch
 
+from linkbench.config.plan import PartsFacts
 from linkbench.config.schema import Config
 from linkbench.config.targets import hydra_lookups_quiet
 from linkbench.errors import ConfigError
 from linkbench.parts.flops import train_flops_per_sample
+from linkbench.parts.memory import estimate_memory
 from linkbench.parts.models import loss_function
 from linkbench.parts.optim import optimizer_class
 
@@ -30,9 +33,10 @@ def _cause(error: Exception) -> str:
     return f"{type(cause).__name__}: {cause}".replace("\n", " ")
 
 
-def check_parts(c: Config, lr: float) -> int:
+def check_parts(c: Config, lr: float) -> PartsFacts:
     """Refuse (ConfigError, one sentence) a training job whose loss, hook, optimizer or
-    model cannot be built; the training FLOPs of one sample."""
+    model cannot be built; the training FLOPs of one sample, and what one rank holds in
+    memory at the job's batch (a rough estimate)."""
     try:
         with hydra_lookups_quiet():
             loss_function(c.model)
@@ -59,7 +63,13 @@ def check_parts(c: Config, lr: float) -> int:
             cls, kwargs = optimizer_class(
                 c.optimizer, lr, c.model.weight_decay, torch.device("cpu"), grad_scaler=False
             )
-        cls([torch.nn.Parameter(torch.zeros(1))], **kwargs)
+        probe = torch.nn.Parameter(torch.zeros(1))
+        optimizer = cls([probe], **kwargs)
+        probe.grad = torch.zeros(1)
+        optimizer.step()  # makes its state: what it holds per weight
+        states = sum(
+            torch.is_tensor(v) and v.shape == probe.shape for v in optimizer.state[probe].values()
+        )
     except Exception as error:
         raise ConfigError(
             f"optimizer={c.optimizer.name} ({c.optimizer._target_} with optimizer.kwargs="
@@ -67,7 +77,9 @@ def check_parts(c: Config, lr: float) -> int:
             "optimizer._target_ or optimizer.kwargs."
         ) from None
     try:
-        return train_flops_per_sample(c.model, c.data.image_size, c.data.num_classes)
+        flops = train_flops_per_sample(c.model, c.data.image_size, c.data.num_classes)
+        memory = estimate_memory(c.model, c.data.image_size, c.data.num_classes, states)
+        return PartsFacts(flops, memory.at(c.batch), memory.fixed_bytes)
     except Exception as error:
         raise ConfigError(
             f"model={c.model.name} ({c.model._target_} with model.kwargs) cannot be built for "

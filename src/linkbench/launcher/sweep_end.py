@@ -63,10 +63,11 @@ def job_name(job_return: Any) -> str:
 def end_with_failures(config: Any, failed: Sequence[Any]) -> NoReturn:
     """After the summary: name the failed jobs and how to rerun them; exit 1."""
     names = [job_name(r) for r in failed]
+    first = str(getattr(failed[0], "_return_value", "") or "").split(": ", 1)[-1]
     print(
-        f"{len(names)} job(s) of this sweep failed: {', '.join(names)} (each one's error is "
-        "in the summary above and in its result.json). Rerun them, and only them, with: "
-        f"{resume_command(config)}",
+        f"{len(names)} job(s) of this sweep failed: {', '.join(names)}; the first: {first} "
+        "(each one's error is in the summary above and in its result.json). Rerun them, and "
+        f"only them, with: {resume_command(config)}",
         file=sys.stderr,
         flush=True,
     )
