@@ -348,7 +348,8 @@ def test_rerun_from_saved_config_is_bit_identical(default_job, tmp_path):
 
 
 def test_two_sweeps_started_in_the_same_second_get_their_own_directories(tmp_path):
-    command = [sys.executable, str(REPO / "run.py"), "-m", "batch=0"]
+    quick = ["steps=2", "untimed_steps=1", "log_every=1", "batch=2", "repeats=1"]
+    command = [sys.executable, str(REPO / "run.py"), "-m", *quick, "eval.enabled=false"]
     starts = [
         subprocess.Popen(command, cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
@@ -451,3 +452,43 @@ def test_the_committed_a_a_sweep_names_no_winner(tmp_path):
     if winners:
         winners = _a_a_winners(tmp_path / "second")
     assert not winners, winners
+
+
+def test_a_sweep_of_one_key_is_compared_along_it_and_says_so(tmp_path):
+    """Before: `python run.py -m batch=8,16` ended "0 of 0 comparisons decided", no hint."""
+    for batch, runs in ((8, [100.0, 101.0, 99.0]), (16, [150.0, 152.0, 149.0])):
+        for r, value in enumerate(runs):
+            fake_job(tmp_path, [f"batch={batch}"], [value], round_=r)
+    text = write_summary(tmp_path, plots=False)
+    assert "## Verdicts: batch against batch=8" in text
+    assert "Compared along batch, the one key this sweep varies" in text
+    assert "batch=16 vs 8" in text and "**faster**" in text
+
+
+def test_a_sweep_of_several_keys_says_how_to_choose_its_axis(tmp_path):
+    for batch in (8, 16):
+        for lr in ("0.1", "0.2"):
+            fake_job(tmp_path, [f"batch={batch}", f"base_lr={lr}"], [100.0, 101.0])
+    text = write_summary(tmp_path, plots=False)
+    assert "No comparisons: this sweep varies batch, base_lr" in text
+    assert "hydra.callbacks.sweep_summary.axis=KEY" in text
+
+
+def test_a_comparison_that_lost_runs_and_one_with_no_run_say_so(tmp_path):
+    for r in range(3):
+        fake_job(tmp_path, ["interconnect=pcie", "batch=8"], [100.0 + r], round_=r)
+        lost = r == 1
+        fake_job(tmp_path, ["interconnect=nvlink", "batch=8"], [] if lost else [100.5 + r],
+                 status="failed" if lost else "completed", round_=r)  # fmt: skip
+        fake_job(tmp_path, ["interconnect=pcie", "batch=16"], [150.0 + r], round_=r)
+        fake_job(tmp_path, ["interconnect=nvlink", "batch=16"], [], status="failed", round_=r)
+    text = write_summary(tmp_path, plots=False)
+    line = next(x for x in text.splitlines() if x.startswith("- at batch=8:"))
+    assert (
+        "1 run(s) lost, their jobs failed or were stopped: batch=8,interconnect=nvlink,round=1"
+        in line
+    )
+    assert "2 vs 2 runs" in line or "2 vs 3 runs" in line
+    none = next(x for x in text.splitlines() if x.startswith("- at batch=16:"))
+    assert "**no verdict**: interconnect=nvlink, batch=16 has no completed run (3 job(s)" in none
+    assert "## Jobs that did not complete" in text

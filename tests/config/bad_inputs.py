@@ -240,6 +240,9 @@ def outcome(case: Case, tmp: Path, env: dict[str, str]) -> Outcome:
         problems.append("Hydra's lines or a traceback")
     if "[rank" in stdout + stderr or any(run_dir.glob("logs/*")) or any(sweep_dir.glob("*/logs/*")):
         problems.append("a worker started")
+    named = str(run_dir) in stderr or str(sweep_dir) in stderr
+    if not named and (run_dir.exists() or any(sweep_dir.glob("*"))):
+        problems.append("a folder left that the sentence does not name")
     if seconds > 60:
         problems.append(f"{seconds:.0f} s")
     return Outcome(case, code, stderr, seconds, tuple(problems))

@@ -311,3 +311,26 @@ def test_a_batch_that_cannot_fit_is_warned_of_before_any_worker(compose_config, 
     assert not [n for n in small.notes if "rough estimate" in n]
     unknown = make_plan(compose_config(["batch=300000"]), str(tmp_path), [], CPU, check_parts)
     assert not [n for n in unknown.notes if "rough estimate" in n], "no figure, no warning"
+
+
+@pytest.mark.parametrize(("steps", "untimed"), [(10, 5), (4, 2), (100, 10), (None, 10)])
+def test_untimed_steps_follow_a_short_run(compose_config, tmp_path, steps, untimed):
+    """Before: steps=10, the obvious tiny job, was refused (untimed_steps defaulted to 10)."""
+    given = [f"steps={steps}"] if steps else []
+    plan = make_plan(compose_config(given), str(tmp_path), given, CPU)
+    assert plan.untimed_steps == untimed
+    graphs = make_plan(compose_config(["steps=40", "compile=true"]), str(tmp_path), [], CPU)
+    assert graphs.untimed_steps == 10
+
+
+def test_a_checkpoint_record_cut_short_is_said_and_set_aside(tmp_path):
+    """Before: a truncated checkpoint.json made a resumed job start over without a word."""
+    from linkbench.files import usable_checkpoint
+
+    (tmp_path / "checkpoint.json").write_text('{"step": 20, "dir": "checkpoint/st')
+    step, why = usable_checkpoint(tmp_path)
+    assert step is None and why is not None
+    assert "checkpoint.json cannot be read (cut short, or not JSON)" in why
+    assert "the job starts over from step 0" in why
+    assert (tmp_path / "checkpoint.json.damaged").exists()
+    assert usable_checkpoint(tmp_path) == (None, None), "said once"

@@ -94,7 +94,7 @@ def test_imagefolder_reads_class_folders(compose_config, tmp_path):
         (tmp_path / cls).mkdir()
         for i in range(2):
             Image.new("RGB", (40, 40), (i * 90, 10, 10)).save(tmp_path / cls / f"{i}.png")
-    overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0"]
+    overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0", "batch=2"]
     plan = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
     config = plan.config
     batches = make_batches(config, 2, Rank(0, 0, 1, CPU))
@@ -113,13 +113,15 @@ def test_imagefolder_reads_class_folders(compose_config, tmp_path):
         make_plan(compose_config(["data=imagefolder", f"data.root={empty}"]), "x", [], Machine(0))
 
 
-def test_too_little_data_for_one_batch_is_an_error(compose_config, tmp_path):
+def test_too_little_data_for_one_batch_is_refused_by_the_plan(compose_config, tmp_path):
+    """Before any worker (before: a 24-line traceback from the ranks, data=digits batch=2000)."""
     (tmp_path / "only").mkdir()
-    Image.new("RGB", (8, 8)).save(tmp_path / "only" / "a.png")
-    overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0"]
-    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
-    with pytest.raises(ValueError, match="fewer than one batch"):
-        make_batches(config, 4, Rank(0, 0, 2, CPU))
+    for i in range(6):
+        Image.new("RGB", (8, 8)).save(tmp_path / "only" / f"{i}.png")
+    overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0", "batch=4"]
+    with pytest.raises(ConfigError, match=r"2 data-parallel replica\(s\) 2 training samples, fewer "
+                       r"than one batch of batch=4; lower batch \(at most 2\)"):  # fmt: skip
+        make_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
 
 
 def test_scaling_rules():

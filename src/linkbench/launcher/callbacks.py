@@ -11,6 +11,7 @@ from the sweep's overrides the way Hydra's basic sweeper expands them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -180,10 +181,15 @@ def unwritable_reason(directory: Path) -> str | None:
         return f"{existing} is a file, not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{existing} is not writable"
+    made = [directory, *directory.parents]
+    made = [d for d in made if not d.exists()]  # what this check makes, and takes away again
     try:  # permissions do not tell everything (/proc, a full or read-only file system)
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         return f"it cannot be created ({error.strerror or error})"
+    for made_here in made:  # deepest first: a refused run leaves no empty folder behind
+        with contextlib.suppress(OSError):
+            made_here.rmdir()
     return None
 
 

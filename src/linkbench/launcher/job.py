@@ -285,10 +285,12 @@ def run_job(cfg: DictConfig) -> float:
         value = float(previous["metrics"].get(headline, 0.0))
         log.info("resume: %s already completed (%s %.1f); skipping it", job_dir, headline, value)
         return value
+    stub = _hydra_stub(job_dir, hydra_cfg)  # what Hydra made for this job, if nothing else
     record = JobRecord(job_dir, overrides)
     memory = MemoryWatch()  # what the ranks held, for a rank the kernel kills
     job_started_at = time.time()
     full = False  # the job's directory filled up
+    refused = False  # bad input, said before anything ran
     stopped_by: str | None = None  # the signal that stopped this job of a sweep
     try:
         sweep_dir = str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None
@@ -306,6 +308,8 @@ def run_job(cfg: DictConfig) -> float:
     except ConfigError as error:
         record.fail(str(error))
         if hydra_cfg.mode == RunMode.RUN:
+            refused = True  # before it began: no record, and no folder of Hydra's left
+            _remove(stub)
             refuse(error)  # its sentence alone (a sweep's jobs were checked before it began)
         raise
     except ChildFailedError as error:
@@ -355,7 +359,8 @@ def run_job(cfg: DictConfig) -> float:
             # A second stop signal (a job of submitit's gets the terminal's Ctrl-C and then the
             # sweep's SIGTERM) must not cut the record short: it is what the stop keeps.
             with stops_held():
-                record.write()
+                if not refused:
+                    record.write()
         except OSError as error:
             if error.errno != errno.ENOSPC:
                 raise
@@ -366,6 +371,27 @@ def run_job(cfg: DictConfig) -> float:
             _out_of_space(job_dir, record, hydra_cfg.mode)
     assert record.plan is not None  # planned, or the ConfigError above was raised
     return report(record.fields, task_class(record.plan.config.task._target_))
+
+
+def _hydra_stub(job_dir: Path, hydra_cfg: Any) -> list[Path]:
+    """The files Hydra made for a job in a directory that held nothing before (its .hydra
+    folder and its log), so that a job refused before it began leaves no folder behind; []
+    when the directory holds anything else (an earlier job's, resumed)."""
+    made = [job_dir / ".hydra", job_dir / f"{hydra_cfg.job.name}.log"]
+    if not job_dir.is_dir() or set(job_dir.iterdir()) - set(made):
+        return []
+    return [*made, job_dir]
+
+
+def _remove(stub: list[Path]) -> None:
+    for path in stub:
+        if path.is_dir() and path.name == ".hydra":
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.is_dir():
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only if empty
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _out_of_space(job_dir: Path, record: JobRecord, mode: RunMode | None) -> None:
