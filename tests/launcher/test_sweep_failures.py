@@ -132,11 +132,10 @@ def test_other_launchers_run_past_a_failed_job_too(tmp_path, launcher):
     done = run_cli(["-m", *CRASH, *rounds, *launcher, f"hydra.sweep.dir={sweep}"], timeout=400)
     assert done.returncode == 1, done.stderr[-3000:]
     assert "Error executing job" not in done.stdout + done.stderr
-    statuses = sorted((name.split(",")[0], r["status"]) for name, r in _results(sweep).items())
-    assert statuses == [
-        ("debug.crash_at_step=4", "failed"), ("debug.crash_at_step=4", "failed"),
-        ("debug.crash_at_step=null", "completed"), ("debug.crash_at_step=null", "completed"),
-    ]  # fmt: skip
+    statuses = sorted(
+        ("crash_at_step=4" in name, r["status"]) for name, r in _results(sweep).items()
+    )
+    assert statuses == [(False, "completed")] * 2 + [(True, "failed")] * 2
     assert "**no verdict**" in (sweep / "summary.md").read_text()
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("2 job(s) of this sweep failed") and launcher[0] in last
@@ -190,10 +189,10 @@ def _verdicts(sweep: Path) -> list[str]:
 def test_a_stopped_sweep_resumed_with_the_printed_command_keeps_every_setting(tmp_path):
     """Before: the printed command dropped every hydra.* override, so the resumed sweep lost
     its axis ("nothing to compare") and ran up to 8 rounds instead of 3. A known answer:
-    20 ms of injected delay per step is slower, stopped and resumed or not."""
+    60 ms of injected delay per step is slower, stopped and resumed or not."""
     summary_keys = "hydra.callbacks.sweep_summary"
     settings = [
-        "debug.step_delay_ms=0,20",
+        "debug.step_delay_ms=0,60",
         f"{summary_keys}.axis=debug.step_delay_ms",
         f"{summary_keys}.margin=0.05",
         "hydra.sweeper.max_rounds=3",
@@ -209,7 +208,7 @@ def test_a_stopped_sweep_resumed_with_the_printed_command_keeps_every_setting(tm
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while not any(sweep.glob("*step_delay_ms=20*/metrics.json")):
+        while not any(sweep.glob("*step_delay_ms=60*/metrics.json")):
             assert time.monotonic() < deadline and process.poll() is None
             time.sleep(0.2)
         os.killpg(process.pid, signal.SIGINT)

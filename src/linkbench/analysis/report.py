@@ -31,6 +31,7 @@ from linkbench.analysis.conditions import drifted
 from linkbench.analysis.emulated import NOTE as LINK_NOTE
 from linkbench.analysis.emulated import RATE_KEY, link_rows, link_settings, rate_warnings
 from linkbench.analysis.emulated import table as link_table
+from linkbench.analysis.phases import PHASES, ordered, sweep_phases
 from linkbench.analysis.sequential import Design, sweep_design
 from linkbench.analysis.stats import (
     CONFIDENCE,
@@ -334,7 +335,23 @@ def markdown(
         key, unit = config.headline()
         out.append(f"- {config.label()}: {_mean(config.mean(key), unit)}")
     out += ["", "## Jobs", "", *_jobs_table(configs)]
+    phases, jobs_wall = sweep_phases(jobs)
+    if phases:
+        out += ["", "## Where the jobs' time went", "", PHASES_NOTE, ""]
+        out += [f"| phase | seconds over {len(jobs)} jobs | share |", "|---|---:|---:|"]
+        out += [
+            f"| {PHASES.get(name, name)} | {seconds:.1f} | {seconds / jobs_wall:.0%} |"
+            for name, seconds in ordered(phases)
+        ]
     return "\n".join(out) + "\n"
+
+
+PHASES_NOTE = (
+    "Each job's wall time, from its start (after Hydra composed its config) to its "
+    "result.json, phase by phase (`phases_s` in each result.json); the sweep's own time "
+    "(Hydra, the plan of every configuration before the first job, the summaries) is the "
+    "console's last line."
+)
 
 
 def _rounds_line(record: dict[str, Any], design: Design) -> str:

@@ -24,6 +24,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from linkbench.analysis.compare import FAMILIES
+from linkbench.analysis.phases import sweep_line
 from linkbench.analysis.report import DEFAULT_TOLERANCE, SummaryNotWritten, write_summary
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import load_sweep, timed_training_s
@@ -159,14 +160,15 @@ class SweepSummary(Callback):
     def _print(self, sweep_dir: Path, text: str) -> None:
         self.printed = True
         wall = time.monotonic() - self.started
-        timed = timed_training_s(load_sweep(sweep_dir))
+        results = load_sweep(sweep_dir)
+        timed = timed_training_s(results)
         where = f"summary: {sweep_dir / SUMMARY_MD}, summary.csv and plots beside it"
         if self.not_written:
             where = f"the summary could not be written into {sweep_dir}: {self.not_written}"
         print(
             f"\n{text}\n({where})\n"
             f"sweep wall time {wall:.1f} s, of which {timed:.1f} s timed training steps "
-            f"({timed / wall:.0%})"
+            f"({timed / wall:.0%}); where it went, {sweep_line(results, wall)}"
         )
 
 

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+from linkbench.analysis.phases import job_line
 from linkbench.config.overrides import JobOverrides, override_texts
 from linkbench.config.plan import JobPlan, Machine, make_plan
 from linkbench.config.schema import InterconnectName
@@ -157,6 +158,7 @@ def _run_repeats(
         )  # fmt: skip
         (Path(plan.job_dir) / METRICS_FILE).unlink(missing_ok=True)
         started = snapshot()
+        record.launching()
         launched_at = time.time()
         bar = console_is_terminal() and not plan.in_place
         returns: dict[int, Any] = {}
@@ -164,6 +166,7 @@ def _run_repeats(
             try:
                 with ProgressBar(run, enabled=bar):
                     returns = launch(run, show_rank0=not bar)
+                returned_at = time.time()
             finally:
                 link = None
                 if network is not None:
@@ -179,6 +182,7 @@ def _run_repeats(
         if link and "measured_busbw_gb_s" in link:
             metrics["link_busbw_gb_s"] = link["measured_busbw_gb_s"]
         timeline = returned.pop("timeline", {})
+        record.returned([tuple(m) for m in timeline.pop("phases", [])], launched_at, returned_at)
         metrics.update(timing_overheads(timeline, launched_at, time.time()))
         if repeat == 0 and "first_step_done_at" in timeline:
             returned["first_step_done_at"] = timeline["first_step_done_at"]
@@ -427,6 +431,9 @@ def _signal_name(error: BaseException) -> str:
 
 
 def report(result: dict[str, Any], task: type[Task]) -> float:
-    """Log the job's outcome in the task's lines; return its headline metric (for Hydra)."""
+    """Log the job's outcome in the task's lines and where its time went; return its
+    headline metric (for Hydra)."""
     task.report(result)
+    if "phases_s" in result:
+        log.info("time: %s", job_line(result["phases_s"], result["duration_s"]))
     return float(result["metrics"].get(result["headline"], 0.0))

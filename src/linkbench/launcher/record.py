@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from linkbench.analysis.phases import add, durations
 from linkbench.analysis.trace import analyse as analyse_traces
 from linkbench.analysis.trace import with_untraced
 from linkbench.config.overrides import JobOverrides
@@ -141,6 +142,29 @@ class JobRecord:
         }
         self._started = time.monotonic()
         self._started_s = time.time()  # the HParams session's start
+        self.phases: dict[str, float] = {}  # seconds per phase (linkbench.analysis.phases)
+        self._unclaimed_since = self._started_s  # the wall time no phase has claimed yet
+        self._running = False
+
+    def launching(self) -> None:
+        """The ranks of a run start now: what came before is planning (or, between runs,
+        the record of the last)."""
+        self._claim("record" if self.runs else "planning")
+        self._running = True
+
+    def returned(
+        self, marks: list[tuple[str, float]], launched_at: float, returned_at: float
+    ) -> None:
+        """The run's ranks ended at ``returned_at``: its phases, from rank 0's marks, then
+        the teardown."""
+        add(self.phases, durations([*marks, ("teardown", returned_at)], launched_at))
+        self._unclaimed_since = returned_at
+        self._running = False
+
+    def _claim(self, phase: str) -> None:
+        now = time.time()
+        self.phases[phase] = self.phases.get(phase, 0.0) + max(0.0, now - self._unclaimed_since)
+        self._unclaimed_since = now
 
     def planned(self, plan: JobPlan) -> None:
         self.plan = plan
@@ -186,12 +210,15 @@ class JobRecord:
         result.json, and once planned the manifest and the TensorBoard summary."""
         outputs = self.outputs()
         composed = compose(outputs, self.plan)
-        composed["duration_s"] = round(time.monotonic() - self._started, 3)
         composed["ended_at"] = now_iso()
         self.fields = composed
         if self.plan is not None:
             write_manifest(self.job_dir, self.plan, composed, outputs.hardware)
             write_job_summary(self.plan, composed, outputs.runs, self.completed, self._started_s)
+        # A run that did not return (failed, stopped) claims its time as one phase.
+        self._claim("unfinished run" if self._running else "record")
+        composed["phases_s"] = {name: round(s, 3) for name, s in self.phases.items()}
+        composed["duration_s"] = round(time.monotonic() - self._started, 3)
         write_json(self.job_dir / RESULT_FILE, composed)
         return composed
 

@@ -29,6 +29,7 @@ from linkbench.link.interconnect import apply_env, nccl_environment
 from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
 from linkbench.link.transport import nccl_debug_env
 from linkbench.parts.rank import Rank
+from linkbench.worker import phases
 from linkbench.worker.board import Board
 from linkbench.worker.emulated import check_sockets, measure, store
 from linkbench.worker.stop import (
@@ -128,6 +129,8 @@ def _first_to_go_when_memory_runs_out() -> None:
 
 def worker_main(plan: JobPlan) -> dict[str, Any]:
     """Run the job's task on this rank; rank 0 returns the job's results, the others {}."""
+    phases.reset()
+    phases.mark("process_start")
     _first_to_go_when_memory_runs_out()
     apply_env(plan.env.applied)
     rank = int(os.environ["RANK"])
@@ -156,13 +159,18 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         timeout=timedelta(seconds=timeout_s),
         **world,
     )
+    phases.mark("rendezvous")
     board = hardware = None
     try:
         hardware = HardwareDescription(plan, me)
         board = Board(plan) if me.is_main else None
-        link = measure(me) if plan.link is not None else None
+        if plan.link is not None:
+            phases.mark("set_up")
+            link = measure(me)
+            phases.mark("link_probe")
         task_started_at = time.time()
         out = task_class(plan.config.task._target_).run(plan, me, board)
+        phases.mark("task")
         if me.is_main:
             if plan.link is not None and link is not None:
                 sockets = check_sockets(plan.link, me)
@@ -170,6 +178,7 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
             out["worker_nccl_env"] = nccl_environment()
             timeline = out.setdefault("timeline", {})
             timeline.update(task_started_at=task_started_at, task_ended_at=time.time())
+            timeline["phases"] = phases.marks()
         return out
     except BaseException as error:
         # The launcher keeps the traceback in an error file; the rank's log should show it too.

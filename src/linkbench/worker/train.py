@@ -33,7 +33,7 @@ from linkbench.parts.data import Batches, make_batches
 from linkbench.parts.flops import FlopRate, peak_tflops
 from linkbench.parts.models import build_model, materialize
 from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
-from linkbench.worker import checkpoint, probe
+from linkbench.worker import checkpoint, phases, probe
 from linkbench.worker.board import Board
 from linkbench.worker.compile_cache import cache_counters, use_cache
 from linkbench.worker.counters import CounterSampler, combine
@@ -133,6 +133,7 @@ class TrainingRun:
         self.first_step_s: float | None = None
         self.timeline: dict[str, float] = {}
         self.counters = CounterSampler(me.device, self.cfg.hw_sample_hz)
+        phases.mark("set_up")
 
     def run(self) -> None:
         """Every step from the first (or the checkpoint's next) to ``steps``."""
@@ -156,9 +157,11 @@ class TrainingRun:
                 _wait_for(me.device)
                 self.first_step_s = time.perf_counter() - started
                 self.timeline["first_step_done_at"] = time.time()
+                phases.mark("first_step")
                 if self.board is not None:
                     _say_if_long(self.first_step_s, done, steps, log_every)
             if done == self.timed_from:
+                phases.mark("untimed_steps")
                 self.counters.start()
                 self.timer.start()
             if done % log_every == 0 or done == steps:
@@ -318,12 +321,17 @@ class Train(Task):
             plan.precision, execution_mode(cfg), plan.global_batch, plan.lr,
         )  # fmt: skip
         run.run()
+        phases.mark("timed_steps")
         metrics = run.measured()
         if cfg.eval.enabled:  # the model as trained for `steps`, before the probes
             metrics.update(run.evaluate(plan.steps))
+            phases.mark("evaluation")
         hw = run.every_ranks_counters(metrics["timed_steps"])
+        phases.mark("counters")
         record_trace(run.stepper, plan, me)
+        phases.mark("trace")
         metrics.update(probe.measure(run.stepper, plan, me))
+        phases.mark("probe")
         if board is None:
             return {}
         if "comm_exposed_ms" in metrics:
@@ -369,11 +377,4 @@ class Train(Task):
             log.info(
                 "model FLOPs: %.1f TFLOP/s per device, MFU %.1f%% of the %s TFLOP/s peak",
                 metrics["model_tflops_per_device"], 100 * metrics["mfu"], metrics["peak_tflops"],
-            )  # fmt: skip
-        if "launch_to_first_step_s" in metrics:
-            log.info(
-                "first step done %.1f s after launch (the step itself %.2f s); %.1f s per run "
-                "outside the task (process start, rendezvous, set-up, teardown)",
-                metrics["launch_to_first_step_s"], metrics.get("first_step_s", float("nan")),
-                metrics.get("overhead_s", float("nan")),
             )  # fmt: skip
