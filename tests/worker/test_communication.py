@@ -218,3 +218,17 @@ def test_an_injected_comm_delay_is_found_by_the_probe_and_the_trace(tmp_path):
     assert m["comm_exposed_ms"] == pytest.approx(trace["exposed_comm_ms"], rel=0.2)
     assert m["comm_exposed_ms_low"] > 0 and "comm_exposed_note" not in m
     assert "injected 30.00 ms of communication per step" in done.stdout + done.stderr
+
+
+def test_one_rank_has_no_link_and_no_communication_figure(tmp_path):
+    """Before: one rank printed "exposed communication 10.6 ms (29 %)", DDP's own bucket work
+    and noise measured as if it were a link's."""
+    quick = ["devices=1", "steps=6", "untimed_steps=2", "log_every=2", "batch=4"]
+    done = run_cli([*quick, f"hydra.run.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["world_size"] == 1
+    assert not [key for key in result["metrics"] if key.startswith("comm_")]
+    line = next(x for x in done.stdout.splitlines() if "- done: " in x)
+    assert "no link (one rank)" in line and "exposed communication" not in line
+    assert "perf/comm_exposed_ms" not in EventAccumulator(str(tmp_path)).Reload().Tags()["scalars"]

@@ -343,7 +343,7 @@ class Train(Task):
     @classmethod
     def report(cls, result: dict[str, Any]) -> None:
         metrics = result["metrics"]
-        comm = ""
+        comm = ", no link (one rank)" if result.get("world_size") == 1 else ""
         if "comm_exposed_ms" in metrics:
             spread = ""
             if "comm_exposed_ms_low" in metrics:
