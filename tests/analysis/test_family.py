@@ -77,3 +77,39 @@ def test_the_summary_says_how_its_verdicts_hold(tmp_path):
     assert alone is not None and "Each comparison's 5 % error stands alone" in alone
     together = write_summary(tmp_path, plots=False, family="bonferroni")
     assert together is not None and "each interval at 1 - 5 %/6 = 99.17 %" in together
+
+
+def _one_sweep(rng: random.Random, configurations: int = 4, runs: int = 3) -> list:
+    """A sweep of ``configurations`` batches, ``runs`` seeds each, CV 5 %."""
+    return [
+        {
+            "job": f"batch={8 << b},seed={s}",
+            "status": "completed",
+            "settings": {"batch": 8 << b, "seed": s},
+            "metrics": {"samples_per_sec": (v := 1000 * rng.lognormvariate(0, 0.05)),
+                        "step_time_ms": 1e5 / v},
+        }
+        for b in range(configurations)
+        for s in range(runs)
+    ]  # fmt: skip
+
+
+def test_two_a_a_sweeps_compared_name_a_winner_in_at_most_5_percent_of_pairs():
+    """`report A B`: before, one 95 % verdict per configuration and no family, so an A/A pair
+    of sweeps with 4 configurations named a faster or slower in 13.8 ± 1.4 % of pairs."""
+    from linkbench.analysis.compare import across_sweeps
+    from linkbench.analysis.sweep import group
+
+    rng = random.Random(5)
+    pairs = 1000
+    named = {"holm": 0, "none": 0}
+    for _ in range(pairs):
+        a, b = _one_sweep(rng), _one_sweep(rng)
+        configs_a, configs_b = group(a, ["batch", "seed"]), group(b, ["batch", "seed"])
+        for family in named:
+            rows, _, _ = across_sweeps(configs_a, configs_b, family=family)
+            assert len(rows) == 4
+            named[family] += any(r.verdict in WINNERS for r in rows)
+    bound = 0.05 + 3 * math.sqrt(0.05 * 0.95 / pairs)
+    assert named["holm"] / pairs <= bound, named
+    assert named["none"] / pairs > bound, "each its own 5 %: the family is what holds it"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from linkbench.analysis.sequential import (
     FIRST_FUTILITY_LOOK,
@@ -38,6 +39,7 @@ DEFAULT_AXIS = "interconnect"
 FAMILIES = ("holm", "bonferroni", "none")
 WINNERS = ("faster", "slower")
 DEFAULT_BASELINES = {"interconnect": "pcie"}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -317,15 +319,32 @@ def sweep_comparisons(
     m = len(comparisons)
     if family == "none" or m < 2:
         return SweepComparisons(keys, configs, comparisons, unjudged=lost, axis_note=note)
+    comparisons, confidence, decided = holm(
+        lambda level: along_axis(configs, axis, baseline, margin, design, level),
+        m,
+        lambda c: c.verdict in WINNERS,
+        bonferroni=family == "bonferroni",
+    )
+    return SweepComparisons(keys, configs, comparisons, confidence, family, decided, lost, note)
+
+
+def holm(
+    judge: Callable[[float], list[T]],
+    m: int,
+    is_winner: Callable[[T], bool],
+    bonferroni: bool = False,
+) -> tuple[list[T], float, int]:
+    """Holm's step-down over ``m`` verdicts, ``judge(confidence)`` giving them all at one
+    level: every interval at 1 - 5 %/m; once k of them are decided (``is_winner``), the rest
+    at 1 - 5 %/(m - k), until no more are (``bonferroni``: the first level only). Returns
+    the verdicts, the final level and k."""
     decided = 0
     while True:
-        confidence = 1 - (1 - CONFIDENCE) / (m - decided)
-        comparisons = along_axis(configs, axis, baseline, margin, design, confidence)
-        winners = sum(c.verdict in WINNERS for c in comparisons)
-        if family == "bonferroni" or winners <= decided or winners == m:
-            return SweepComparisons(
-                keys, configs, comparisons, confidence, family, decided, lost, note
-            )
+        confidence = 1 - (1 - CONFIDENCE) / max(1, m - decided)
+        found = judge(confidence)
+        winners = sum(map(is_winner, found))
+        if bonferroni or winners <= decided or winners == m:
+            return found, confidence, decided
         decided = winners
 
 
@@ -340,6 +359,57 @@ def default_axis(keys: list[str]) -> str | None:
 
 def _text(settings: dict[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in settings.items()}
+
+
+@dataclass(frozen=True)
+class AcrossSweeps:
+    """One configuration of sweep A against the same in sweep B (None where B lacks it)."""
+
+    a: Configuration
+    b: Configuration | None
+    ratio: Interval | None
+    """B over A on the headline metric (Welch: the rounds of two sweeps do not pair)."""
+    verdict: str | None
+
+
+def across_sweeps(
+    configs_a: list[Configuration],
+    configs_b: list[Configuration],
+    margin: float = DEFAULT_MARGIN,
+    family: str = FAMILIES[0],
+) -> tuple[list[AcrossSweeps], float, int]:
+    """Every configuration both sweeps ran, B against A, its verdicts holding together as a
+    sweep's do (``family``: an A/A pair of sweeps names a faster or slower anywhere in at
+    most 5 % of pairs, except with ``none``). Returns the rows, the level of their intervals
+    and how many Holm decided first."""
+    by_settings = {c.settings: c for c in configs_b}
+    both = [
+        (a, b)
+        for a in configs_a
+        if (b := by_settings.get(a.settings)) is not None
+        and a.values(a.headline()[0])
+        and b.values(a.headline()[0])
+    ]
+
+    def judge(confidence: float) -> list[AcrossSweeps]:
+        rows = []
+        for a, b in both:
+            key = a.headline()[0]
+            ratio = ratio_interval(b.values(key), a.values(key), confidence=confidence)
+            rows.append(AcrossSweeps(a, b, ratio, verdict(ratio, margin, not lower_is_better(key))))
+        return rows
+
+    m = len(both)
+    if family == "none" or m < 2:
+        found, confidence, decided = judge(CONFIDENCE), CONFIDENCE, 0
+    else:
+        found, confidence, decided = holm(
+            judge, m, lambda r: r.verdict in WINNERS, bonferroni=family == "bonferroni"
+        )
+    judged = {id(r.a) for r in found}
+    missing = [AcrossSweeps(a, by_settings.get(a.settings), None, None) for a in configs_a
+               if id(a) not in judged]  # fmt: skip
+    return found + missing, confidence, decided
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from linkbench.analysis.compare import (
     Comparison,
     ScalingRow,
     SweepComparisons,
+    across_sweeps,
     default_axis,
     scaling_rows,
     sweep_comparisons,
@@ -38,8 +39,6 @@ from linkbench.analysis.stats import (
     DEFAULT_MARGIN,
     Interval,
     Mean,
-    ratio_interval,
-    verdict,
 )
 from linkbench.analysis.sweep import (
     Configuration,
@@ -59,7 +58,7 @@ from linkbench.files import (
     read_json,
     replace_atomically,
 )
-from linkbench.metrics import lower_is_better, probe_mark, table
+from linkbench.metrics import probe_mark, table
 
 DEFAULT_TOLERANCE = 0.01  # held-out accuracy "stays" within one point of the smallest batch's
 TRACE_NOTE = (
@@ -591,35 +590,42 @@ def own_summary_settings(sweep_dir: Path) -> dict[str, Any]:
     return {k: summary[k] for k in ("axis", "baseline", "margin", "family") if k in summary}
 
 
-def compare_sweeps(sweep_a: Path, sweep_b: Path, margin: float = DEFAULT_MARGIN) -> str:
+def compare_sweeps(
+    sweep_a: Path, sweep_b: Path, margin: float = DEFAULT_MARGIN, family: str = FAMILIES[0]
+) -> str:
     """B against A for every configuration both sweeps ran (Welch intervals: the rounds of
-    two sweeps do not pair)."""
+    two sweeps do not pair), the verdicts a family as a sweep's are."""
     loaded = {d: load_sweep(d) for d in (sweep_a, sweep_b)}
     keys = swept_keys(loaded[sweep_a] + loaded[sweep_b])
-    configs = {d: {c.settings: c for c in group(r, keys)} for d, r in loaded.items()}
+    rows, confidence, decided = across_sweeps(
+        group(loaded[sweep_a], keys), group(loaded[sweep_b], keys), margin, family
+    )
     out = [
         f"# {sweep_b} (B) against {sweep_a} (A)",
         "",
-        "| configuration | A | B | B/A [95% CI] | runs A, B | verdict |",
+        f"| configuration | A | B | B/A [{100 * confidence:.4g}% CI] | runs A, B | verdict |",
         "|---|---|---|---|---|---|",
     ]
-    for settings, a in configs[sweep_a].items():
-        b = configs[sweep_b].get(settings)
+    for row in rows:
+        a, b, ratio = row.a, row.b, row.ratio
         key, unit = a.headline()
-        values_a, values_b = a.values(key), b.values(key) if b else []
-        if not values_a or not values_b:
-            out.append(f"| {a.label()} | {_mean(a.mean(key), unit)} | | | | missing in B |")
+        if ratio is None or b is None:
+            where = "missing in B" if b is None else "no completed run on a side"
+            out.append(f"| {a.label()} | {_mean(a.mean(key), unit)} | | | | {where} |")
             continue
-        ratio = ratio_interval(values_b, values_a)
-        found = verdict(ratio, margin, higher_is_better=not lower_is_better(key))
         span = _span(ratio) if ratio.has_interval else f"{ratio.estimate:.3f}x"
-        mean_a, mean_b = a.mean(key), b.mean(key) if b else None
+        mean_a, mean_b = a.mean(key), b.mean(key)
         assert mean_a is not None and mean_b is not None  # both have values
         out.append(
             f"| {a.label()} | {mean_a.mean:,.1f} {unit} | {mean_b.mean:,.1f} {unit} | {span} | "
-            f"{len(values_a)}, {len(values_b)} | {found} |"
+            f"{len(a.values(key))}, {len(b.values(key))} | {row.verdict} |"
         )
-    out += ["", METHOD.format(confidence=100 * CONFIDENCE, margin=margin)]
+    method = METHOD.format(confidence=100 * confidence, margin=margin)
+    m = sum(r.ratio is not None for r in rows)
+    if m > 1 and family != "none":
+        note = FAMILY_NOTES[family].format(m=m, k=decided, confidence=100 * confidence)
+        method += " " + note.replace("A/A sweep", "A/A pair of sweeps")
+    out += ["", method]
     return "\n".join(out) + "\n"
 
 
@@ -696,7 +702,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if len(args.sweeps) == 2:
         margin = DEFAULT_MARGIN if args.margin is None else args.margin
-        print(compare_sweeps(args.sweeps[0], args.sweeps[1], margin=margin))
+        family = args.family or FAMILIES[0]
+        print(compare_sweeps(args.sweeps[0], args.sweeps[1], margin=margin, family=family))
         return 0
     sweep = args.sweeps[0]
     own = {"axis": None, "baseline": None, "margin": DEFAULT_MARGIN, "family": FAMILIES[0]}
