@@ -177,13 +177,8 @@ def compare_configurations(
         arm, base, axis, metric, unit, ratio, decided, margin, step_ratio, step_diff,
         design=design, confidence=confidence,
     )  # fmt: skip
-    accuracy, base_accuracy = arm.values("eval_accuracy"), base.values("eval_accuracy")
-    if accuracy and base_accuracy and "synthetic" not in (arm.first("data"), base.first("data")):
-        pairs = _pairs(arm, base, "eval_accuracy")
-        found = replace(
-            found,
-            accuracy=difference_interval(accuracy, base_accuracy, pairs, **options),
-        )
+    if (accuracy := accuracy_interval(arm, base, options)) is not None:
+        found = replace(found, accuracy=accuracy)
     outliers = tuple(
         (str(r.job), r.metrics[metric] / statistics.median(c.values(metric)))
         for c in (arm, base)
@@ -191,6 +186,39 @@ def compare_configurations(
         if r.job
     )
     return replace(found, outliers=outliers) if outliers else found
+
+
+def accuracy_interval(
+    arm: Configuration, base: Configuration, options: IntervalOptions
+) -> Interval | None:
+    """The arm's held-out accuracy minus the baseline's, with its interval; None without
+    held-out accuracy on both sides (or on synthetic data, whose accuracy is chance)."""
+    accuracy, base_accuracy = arm.values("eval_accuracy"), base.values("eval_accuracy")
+    if not accuracy or not base_accuracy or "synthetic" in (arm.first("data"), base.first("data")):
+        return None
+    pairs = _pairs(arm, base, "eval_accuracy")
+    return difference_interval(accuracy, base_accuracy, pairs, **options)
+
+
+def accuracy_family(comparisons: list[Comparison], family: str) -> tuple[list[Comparison], float]:
+    """The comparisons with their accuracy verdicts a family of their own (Holm by default):
+    an A/A sweep says "accuracy lower/higher" anywhere in at most 5 % of sweeps, whatever
+    the speed verdicts decided (before, accuracy borrowed the speed family's last level).
+    Returns them and the accuracy intervals' level."""
+    judged = [c for c in comparisons if c.accuracy is not None]
+    if family == "none" or len(judged) < 2:
+        return comparisons, CONFIDENCE
+
+    def judge(level: float) -> list[Comparison]:
+        options = IntervalOptions(confidence=level, design=judged[0].design)
+        return [replace(c, accuracy=accuracy_interval(c.arm, c.base, options)) for c in judged]
+
+    found, level, _ = holm(
+        judge, len(judged), lambda c: c.accuracy_verdict in ("lower", "higher"),
+        bonferroni=family == "bonferroni",
+    )  # fmt: skip
+    by_id = {id(c): f for c, f in zip(judged, found, strict=True)}
+    return [by_id.get(id(c), c) for c in comparisons], level
 
 
 def default_baseline(configs: list[Configuration], axis: str) -> Any:
@@ -325,6 +353,7 @@ def sweep_comparisons(
         lambda c: c.verdict in WINNERS,
         bonferroni=family == "bonferroni",
     )
+    comparisons, _ = accuracy_family(comparisons, family)
     return SweepComparisons(keys, configs, comparisons, confidence, family, decided, lost, note)
 
 
