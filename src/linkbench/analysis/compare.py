@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from linkbench.analysis.outliers import FALSE_FLAGS, per_configuration
 from linkbench.analysis.sequential import (
     FIRST_FUTILITY_LOOK,
     FUTILE_BELOW,
@@ -156,9 +157,11 @@ def compare_configurations(
     margin: float = DEFAULT_MARGIN,
     design: Design | None = None,
     confidence: float = CONFIDENCE,
+    false_flags: float = FALSE_FLAGS,
 ) -> Comparison | None:
     """``arm`` against ``base`` on the headline metric and the step time; None without runs.
-    An adaptive sweep's ``design`` makes the paired intervals its repeated ones."""
+    An adaptive sweep's ``design`` makes the paired intervals its repeated ones; each side's
+    outlier runs are named at ``false_flags`` (:func:`linkbench.analysis.outliers.flagged`)."""
     metric, unit = arm.headline()
     values, base_values = arm.values(metric), base.values(metric)
     if not values or not base_values or min(values + base_values) <= 0:
@@ -182,7 +185,7 @@ def compare_configurations(
     outliers = tuple(
         (str(r.job), r.metrics[metric] / statistics.median(c.values(metric)))
         for c in (arm, base)
-        for r in c.outliers(metric)
+        for r in c.outliers(metric, false_flags)
         if r.job
     )
     return replace(found, outliers=outliers) if outliers else found
@@ -237,6 +240,7 @@ def along_axis(
     margin: float = DEFAULT_MARGIN,
     design: Design | None = None,
     confidence: float = CONFIDENCE,
+    false_flags: float = FALSE_FLAGS,
 ) -> list[Comparison]:
     """Every configuration against its baseline along ``axis`` at equal other settings."""
     comparisons = []
@@ -249,7 +253,9 @@ def along_axis(
             (c for c in configs if {k: str(v) for k, v in c.settings} == _text(wanted)), None
         )
         if base is not None and (
-            found := compare_configurations(config, base, axis, margin, design, confidence)
+            found := compare_configurations(
+                config, base, axis, margin, design, confidence, false_flags
+            )
         ):
             comparisons.append(found)
     return comparisons
@@ -342,13 +348,15 @@ def sweep_comparisons(
         return SweepComparisons(keys, configs, [], axis_note=note)
     if baseline is None:
         baseline = default_baseline(configs, axis)
-    comparisons = along_axis(configs, axis, baseline, margin, design)
+    # Outliers are named over every configuration with runs: each at the Šidák share.
+    flags = per_configuration(sum(bool(c.runs()) for c in configs))
+    comparisons = along_axis(configs, axis, baseline, margin, design, false_flags=flags)
     lost = unjudged(configs, comparisons, axis, baseline)
     m = len(comparisons)
     if family == "none" or m < 2:
         return SweepComparisons(keys, configs, comparisons, unjudged=lost, axis_note=note)
     comparisons, confidence, decided = holm(
-        lambda level: along_axis(configs, axis, baseline, margin, design, level),
+        lambda level: along_axis(configs, axis, baseline, margin, design, level, flags),
         m,
         lambda c: c.verdict in WINNERS,
         bonferroni=family == "bonferroni",

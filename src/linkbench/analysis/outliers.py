@@ -9,13 +9,20 @@ threshold depends on the number of runs: the 95th percentile of the largest scor
 normal runs, found by simulation (:func:`simulated_thresholds`, 400,000 configurations per
 n, rounded up), so that a clean configuration of any size has a run flagged in at most 5 %
 of sweeps.
+
+A summary names the outliers of every configuration it compares, so each is tested at the
+Šidák share of the sweep's 5 % (:func:`per_configuration`): a clean sweep of k
+configurations names an outlier anywhere in at most 5 % of sweeps. Thresholds for other
+shares, and for more runs than the table holds, are simulated the same way when first asked
+for (200,000 configurations, the upper 3-sigma bound of the quantile, cached per process).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
-from statistics import NormalDist
+from typing import Any
 
 MIN_RUNS = 4  # below this the median and the MAD say too little
 FALSE_FLAGS = 0.05  # the share of clean configurations with a run flagged, at every n
@@ -31,14 +38,45 @@ THRESHOLDS = {
 }  # fmt: skip
 
 
-def threshold(n: int) -> float:
-    """The score above which one of n runs is an outlier. Beyond the table, the larger of its
-    last entry and the Sidak bound for n runs of known spread (the MAD's own noise then adds
-    little)."""
-    if n in THRESHOLDS:
+def per_configuration(configurations: int) -> float:
+    """The share of clean configurations flagged that keeps a sweep of ``configurations``
+    at FALSE_FLAGS anywhere (Šidák)."""
+    return 1 - (1 - FALSE_FLAGS) ** (1 / max(1, configurations))
+
+
+def threshold(n: int, false_flags: float = FALSE_FLAGS) -> float:
+    """The score above which one of n runs is an outlier, so that a clean configuration has
+    a run flagged in at most ``false_flags`` of sweeps: the table, else simulated."""
+    if false_flags == FALSE_FLAGS and n in THRESHOLDS:
         return THRESHOLDS[n]
-    sidak = NormalDist().inv_cdf(1 - (1 - (1 - FALSE_FLAGS) ** (1 / n)) / 2)
-    return max(THRESHOLDS[max(THRESHOLDS)], sidak)
+    return _simulated(n, round(false_flags, 6))
+
+
+@functools.cache
+def _simulated(n: int, false_flags: float, draws: int = 200_000) -> float:
+    """The upper 3-sigma bound of the (1 - false_flags) quantile of the largest score among
+    n normal runs, rounded up to 0.01."""
+    import numpy as np
+
+    largest = _largest_scores(n, draws, np.random.default_rng(20261205 + n))
+    tail = draws * false_flags
+    index = min(draws - 1, math.ceil(draws - tail + 3 * math.sqrt(tail * (1 - false_flags))))
+    value = float(np.sort(largest)[index])
+    return math.ceil(value * 100) / 100
+
+
+def _largest_scores(n: int, draws: int, rng: Any) -> Any:
+    """The largest |x - median| / (1.4826 MAD) of each of ``draws`` samples of n normals."""
+    import numpy as np
+
+    chunks = []
+    size = max(1, 2_000_000 // n)
+    for start in range(0, draws, size):
+        x = rng.standard_normal((min(size, draws - start), n))
+        deviation = np.abs(x - np.median(x, axis=1, keepdims=True))
+        mad = np.median(deviation, axis=1)
+        chunks.append(deviation.max(axis=1) / (1.4826 * mad))
+    return np.concatenate(chunks)
 
 
 def scores(values: list[float]) -> list[float] | None:
@@ -54,12 +92,13 @@ def scores(values: list[float]) -> list[float] | None:
     return [abs(v - median) / (1.4826 * mad) for v in logs]
 
 
-def flagged(values: list[float]) -> list[int]:
-    """Indices of the outliers among ``values`` (one configuration's runs of one metric)."""
+def flagged(values: list[float], false_flags: float = FALSE_FLAGS) -> list[int]:
+    """Indices of the outliers among ``values`` (one configuration's runs of one metric),
+    a clean configuration flagged in at most ``false_flags`` of sweeps."""
     found = scores(values)
     if found is None:
         return []
-    limit = threshold(len(values))
+    limit = threshold(len(values), false_flags)
     return [i for i, score in enumerate(found) if score > limit]
 
 
@@ -70,16 +109,7 @@ def simulated_thresholds(
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    out = {}
-    for n in sizes:
-        largest = []
-        for _ in range(0, draws, 50_000):
-            x = rng.standard_normal((50_000, n))
-            deviation = np.abs(x - np.median(x, axis=1, keepdims=True))
-            mad = np.median(deviation, axis=1)
-            largest.append(deviation.max(axis=1) / (1.4826 * mad))
-        out[n] = float(np.quantile(np.concatenate(largest), 1 - FALSE_FLAGS))
-    return out
+    return {n: float(np.quantile(_largest_scores(n, draws, rng), 1 - FALSE_FLAGS)) for n in sizes}
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from linkbench.analysis.outliers import flagged
+from linkbench.analysis.outliers import FALSE_FLAGS, flagged
 from linkbench.analysis.stats import Mean, mean_interval
 from linkbench.files import RESULT_FILE, headline, read_json
 from linkbench.metrics import is_geometric, register
@@ -72,10 +72,11 @@ class Configuration:
         by_seed = len(seeds) == len(runs) > 1
         return {(r.round, r.seed): r.metrics[key] for r in runs if r.round is not None or by_seed}
 
-    def outliers(self, key: str) -> list[Run]:
-        """Runs far from the configuration's others on the log scale (:mod:`.outliers`)."""
+    def outliers(self, key: str, false_flags: float = FALSE_FLAGS) -> list[Run]:
+        """Runs far from the configuration's others on the log scale (:mod:`.outliers`), a
+        clean configuration flagged in at most ``false_flags`` of sweeps."""
         runs = [r for r in self.runs() if isinstance(r.metrics.get(key), (int, float))]
-        return [runs[i] for i in flagged([r.metrics[key] for r in runs])]
+        return [runs[i] for i in flagged([r.metrics[key] for r in runs], false_flags)]
 
     def mean(self, key: str) -> Mean | None:
         """The mean over runs: geometric for rates and times, arithmetic for the rest."""
