@@ -66,3 +66,49 @@ def test_the_lr_scaling_cpu_study_says_where_accuracy_held(tmp_path):
     drop = re.search(r"accuracy (?:lower by |undecided \()-?(\d+\.\d)", diverged)
     assert drop and float(drop.group(1)) > 20, diverged  # 3 seeds: its interval may hold 0
     assert "hold together" in done.stdout  # six verdicts, Bonferroni
+
+
+def _study(rng, drops: dict[int, float], seeds: int = 3) -> list:
+    """Three rules at four batches, held-out accuracy 90 % less ``drops[batch]``, sd 1 point."""
+    return [
+        {
+            "job": f"batch={b},scaling={rule},seed={s}", "status": "completed", "data": "digits",
+            "settings": {"batch": b, "scaling": rule, "seed": s}, "seed": s,
+            "global_batch": 2 * b,
+            "metrics": {"samples_per_sec": 1.0, "eval_accuracy": 0.9 - drops.get(b, 0.0)
+                        + rng.gauss(0, 0.01)},
+        }
+        for rule in ("none", "linear", "sqrt")
+        for b in (8, 16, 32, 64)
+        for s in range(seeds)
+    ]  # fmt: skip
+
+
+def _judged(results: list) -> list:
+    from linkbench.analysis.convergence import rules
+    from linkbench.analysis.sweep import group, swept_keys
+
+    return rules(group(results, swept_keys(results)), tolerance=0.01)
+
+
+def test_convergence_is_a_statement_with_its_error():
+    """Before: point means, so with the same accuracy at every batch a sweep named a batch
+    that did not hold in 17-49 % of sweeps. Now: with equal accuracy no batch is called lower
+    in more than 5 % of sweeps, and a batch 3 points lower is said to hold in at most 5 %."""
+    import math
+    import random
+
+    rng = random.Random(3)
+    sweeps = 600
+    bound = 0.05 + 3 * math.sqrt(0.05 * 0.95 / sweeps)
+    lower = sum(
+        any(s.verdict == "lower" for r in _judged(_study(rng, {})) for s in r.steps)
+        for _ in range(sweeps)
+    )
+    assert lower / sweeps <= bound
+    wrongly_held = sum(
+        any(r.held_up_to == 128 for r in _judged(_study(rng, {64: 0.03}))) for _ in range(sweeps)
+    )
+    assert wrongly_held / sweeps <= bound
+    shown = [r.held_up_to for r in _judged(_study(random.Random(9), {}, seeds=30))]
+    assert shown == [128, 128, 128], "with enough seeds, equal accuracy is shown to hold"

@@ -29,6 +29,7 @@ from linkbench.analysis.compare import (
     sweep_comparisons,
 )
 from linkbench.analysis.conditions import drifted
+from linkbench.analysis.convergence import rules
 from linkbench.analysis.emulated import NOTE as LINK_NOTE
 from linkbench.analysis.emulated import RATE_KEY, link_rows, link_settings, rate_warnings
 from linkbench.analysis.emulated import table as link_table
@@ -345,6 +346,16 @@ def markdown(
     return "\n".join(out) + "\n"
 
 
+CONVERGENCE_NOTE = (
+    "Each larger global batch against the smallest of its rule: held when its accuracy is "
+    "shown within {tolerance:.1f} points of the smallest's (the lower end of the interval "
+    "shown, a one-sided {level:.4g} % bound, above -{tolerance:.1f}: non-inferiority), "
+    "lower when the whole interval lies below, not shown otherwise; the batches of a rule "
+    "are tested in increasing order, stopping at the first that does not hold, so a batch "
+    "is said to hold that did not in at most 5 % of sweeps (docs/statistics.md)."
+)
+
+
 PHASES_NOTE = (
     "Each job's wall time, from its start (after Hydra composed its config) to its "
     "result.json, phase by phase (`phases_s` in each result.json); the sweep's own time "
@@ -417,25 +428,26 @@ def _convergence(configs: list[Configuration], tolerance: float) -> list[str]:
     for config, m in scored:
         shown = f"{m.mean:.2%} [{m.low:.2%}, {m.high:.2%}]" if m.runs > 1 else f"{m.mean:.2%}"
         out.append(f"| {config.label()} | {_global_batch(config)} | {shown} | {m.runs} |")
-    rules: dict[str, list[tuple[int, float]]] = {}
-    for config, m in scored:
-        rule = config.label(skip="batch") if "batch" in config.values_by_key else "all"
-        rules.setdefault(rule, []).append((_global_batch(config), m.mean))
-    out += ["", f"Largest global batch whose mean accuracy stays within {tolerance:.1%} "
-            "(absolute) of the smallest batch's:", ""]  # fmt: skip
-    for rule, points in rules.items():
-        points.sort()
-        (small, reference), held = points[0], points[0][0]
-        for batch, accuracy in points[1:]:
-            if accuracy < reference - tolerance:
-                break
-            held = batch
+    judged = rules([c for c, _ in scored], tolerance)
+    if not judged:
+        return out
+    level = judged[0].confidence
+    out += ["", CONVERGENCE_NOTE.format(tolerance=100 * tolerance, level=100 * level), ""]
+    for rule in judged:
+        shown = "; ".join(
+            f"{step.global_batch}: {step.verdict}"
+            + (f" ({_points(step.difference)})" if step.difference is not None else "")
+            for step in rule.steps
+        )
         out.append(
-            f"- {rule}: held up to global batch {held} (from {reference:.2%} at {small}; "
-            + ", ".join(f"{b}: {a:.2%}" for b, a in points[1:])
-            + ")"
+            f"- {rule.rule}: held up to global batch {rule.held_up_to} (against "
+            f"{rule.smallest_batch}; {shown})"
         )
     return out
+
+
+def _points(d: Interval) -> str:
+    return f"{100 * d.estimate:+.1f} points, [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
 
 
 def _jobs_table(configs: list[Configuration]) -> list[str]:
