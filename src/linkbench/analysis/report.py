@@ -159,9 +159,10 @@ def verdict_line(c: Comparison, rounds: dict[str, Any] | None = None) -> str:
     if c.verdict == "inconclusive" and c.name in futile:
         chance, needed = c.chance_to_decide() or 0.0, c.equal_margin_needed() or 0.0
         line += (
-            f" (stopped after {c.pairs} rounds as beyond deciding: at this spread, "
-            f"{c.design.max_rounds if c.design else ''} rounds would decide it with a chance of "
-            f"{chance:.0%}; an equal verdict would need a margin of ±{needed:.0%})"
+            f" (stopped after {c.pairs} rounds as beyond deciding: the rounds left, up to "
+            f"{c.design.max_rounds if c.design else ''}, would decide it with a chance of "
+            f"{chance:.1%} given what these rounds show; an equal verdict would need a margin of "
+            f"±{needed:.0%})"
         )
     elif c.verdict == "inconclusive" and c.ratio.method == "sequential":
         why = str(record.get("stopped") or "").split(", ")[0]

@@ -25,6 +25,10 @@ from linkbench.analysis.sequential import (
 )
 from linkbench.analysis.stats import DEFAULT_MARGIN
 
+# Futures per simulated comparison for its chance to be decided (the sweeper takes 2,000 for
+# the one it prints; 200 keep 20,000 comparisons within seconds, the rule's power the same).
+DRAWS = 200
+
 
 def noise(rng: np.random.Generator, cv: float, kind: str, shape: tuple[int, int]) -> np.ndarray:
     """Multiplicative run-to-run noise of mean 1 and coefficient of variation ``cv``:
@@ -58,6 +62,37 @@ def simulate(
     undecided, as the sweeper's does."""
     rng = np.random.default_rng(seed)
     k = design.max_rounds
+    log_ratios = _log_ratios(rng, true_ratio, cv, k, kind, tail, drift, sweeps)
+    verdicts = np.full(sweeps, "inconclusive", dtype=object)
+    stopped = np.full(sweeps, k)
+    low, high = np.full(sweeps, np.nan), np.full(sweeps, np.nan)
+    running = np.ones(sweeps, dtype=bool)
+    first = FIRST_LOOK if plain else design.first_look
+    for n in range(first, k + 1):
+        now, lo, hi, mean, sd = _look(log_ratios[:, :n], design, margin, plain)
+        low[running], high[running] = lo[running], hi[running]
+        newly = running & (now != "")
+        verdicts[newly], stopped[newly] = now[newly], n
+        running &= ~newly
+        if futility and FIRST_FUTILITY_LOOK <= n < k:
+            chance = chance_to_decide(mean, sd, n, design, margin, draws=DRAWS)
+            futile = running & (chance < FUTILE_BELOW)
+            stopped[futile] = n
+            running &= ~futile
+    return verdicts, stopped, low, high
+
+
+def _log_ratios(
+    rng: np.random.Generator,
+    true_ratio: float,
+    cv: float,
+    k: int,
+    kind: str,
+    tail: float,
+    drift: float,
+    sweeps: int,
+) -> np.ndarray:
+    """Each simulated comparison's k paired log ratios, the arm first in even rounds."""
     order = np.arange(2 * k).reshape(k, 2)
     arm_slot = np.where(np.arange(k) % 2 == 0, order[:, 0], order[:, 1])
     base_slot = np.where(np.arange(k) % 2 == 0, order[:, 1], order[:, 0])
@@ -67,29 +102,51 @@ def simulate(
         x = np.where(rng.random((sweeps, k)) < tail, x / 1.5, x)
         return x * (1 - drift * slot / (2 * k - 1))
 
-    log_ratios = np.log(true_ratio * runs(arm_slot)) - np.log(runs(base_slot))
-    verdicts = np.full(sweeps, "inconclusive", dtype=object)
-    stopped = np.full(sweeps, k)
-    low, high = np.full(sweeps, np.nan), np.full(sweeps, np.nan)
-    running = np.ones(sweeps, dtype=bool)
-    first = FIRST_LOOK if plain else design.first_look
-    for n in range(first, k + 1):
-        seen = log_ratios[:, :n]
-        mean, sd = seen.mean(axis=1), seen.std(axis=1, ddof=1)
-        bound = float(stats.t.ppf(0.975, n - 1)) if plain else design.t_bound(n)
-        half = np.minimum(bound * sd / math.sqrt(n), 50.0)  # exp() of no overflow
-        lo, hi, est = np.exp(mean - half), np.exp(mean + half), np.exp(mean)
-        equal = (lo >= 1 - margin) & (hi <= 1 + margin)
-        outside = (est > 1 + margin) | (est < 1 - margin)
-        decided = outside & ((lo > 1) | (hi < 1))
-        now = np.where(equal, "equal", np.where(decided, np.where(est > 1, "faster", "slower"), ""))
-        low[running], high[running] = lo[running], hi[running]
-        newly = running & (now != "")
-        verdicts[newly], stopped[newly] = now[newly], n
-        running &= ~newly
-        if futility and FIRST_FUTILITY_LOOK <= n < k:
-            chance = chance_to_decide(mean, sd, n, design, margin)
-            futile = running & (chance < FUTILE_BELOW)
-            stopped[futile] = n
-            running &= ~futile
-    return verdicts, stopped, low, high
+    return np.log(true_ratio * runs(arm_slot)) - np.log(runs(base_slot))
+
+
+def _look(
+    seen: np.ndarray, design: Design, margin: float, plain: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One look at ``seen`` (comparisons x pairs): (verdict or "", low, high, mean, sd)."""
+    n = seen.shape[1]
+    mean, sd = seen.mean(axis=1), seen.std(axis=1, ddof=1)
+    bound = float(stats.t.ppf(0.975, n - 1)) if plain else design.t_bound(n)
+    half = np.minimum(bound * sd / math.sqrt(n), 50.0)  # exp() of no overflow
+    lo, hi, est = np.exp(mean - half), np.exp(mean + half), np.exp(mean)
+    equal = (lo >= 1 - margin) & (hi <= 1 + margin)
+    outside = (est > 1 + margin) | (est < 1 - margin)
+    decided = outside & ((lo > 1) | (hi < 1))
+    now = np.where(equal, "equal", np.where(decided, np.where(est > 1, "faster", "slower"), ""))
+    return now, lo, hi, mean, sd
+
+
+def futility_study(
+    true_ratio: float,
+    cv: float,
+    design: Design,
+    seed: int = 0,
+    sweeps: int = 20_000,
+    margin: float = DEFAULT_MARGIN,
+    kind: str = "lognormal",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the futility rule says and what it costs, on the same data: (the chance printed
+    where the rule first stops a comparison, NaN where it never does; whether the last look
+    decides it when it runs on; whether it is decided under the rule)."""
+    rng = np.random.default_rng(seed)
+    k = design.max_rounds
+    log_ratios = _log_ratios(rng, true_ratio, cv, k, kind, 0.0, 0.0, sweeps)
+    printed = np.full(sweeps, np.nan)
+    decided_on = np.zeros(sweeps, dtype=bool)
+    undecided = np.ones(sweeps, dtype=bool)  # by the rule alone, no futility yet
+    for n in range(design.first_look, k + 1):
+        now, _, _, mean, sd = _look(log_ratios[:, :n], design, margin)
+        newly = undecided & (now != "")
+        decided_on |= newly
+        undecided &= ~newly
+        if FIRST_FUTILITY_LOOK <= n < k:
+            chance = chance_to_decide(mean, sd, n, design, margin, draws=DRAWS)
+            first = undecided & np.isnan(printed) & (chance < FUTILE_BELOW)
+            printed[first] = chance[first]
+    # A comparison the rule stopped had not been decided before it (printed is set only then).
+    return printed, decided_on, decided_on & np.isnan(printed)
