@@ -103,7 +103,8 @@ def _alternating_windows(stepper: Stepper, steps: int, device: torch.device) -> 
 
 def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
     """Exposed communication of one step, with its spread; empty when the probe is off, and
-    with one rank, which has no link (what it would measure is DDP's own bucket work).
+    with one rank, which has no link (what it would measure is DDP's own bucket work), unless
+    ``debug.comm_delay_ms`` injects communication for the probe to find.
 
     Each rank times its synced and no_sync steps in alternating windows; the figures
     reported are those of the rank whose synced steps were slowest, so every difference
@@ -115,8 +116,8 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
     (``comm_delay_injected_ms``): the exposed communication lies between 0 and it."""
     task = plan.config.task
     steps = task.no_sync_steps if isinstance(task, TrainTask) else 0
-    if steps <= 0 or me.world_size == 1:
-        return {}  # off, or one rank: no link, so no communication to measure
+    if steps <= 0 or (me.world_size == 1 and not plan.config.debug.comm_delay_ms):
+        return {}  # off, or one rank: no link, so no communication (unless one is injected)
     parallel = stepper.parallel
     out: dict[str, Any] = {}
     out.update(parallel.comm_times())

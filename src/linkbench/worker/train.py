@@ -343,7 +343,8 @@ class Train(Task):
     @classmethod
     def report(cls, result: dict[str, Any]) -> None:
         metrics = result["metrics"]
-        comm = ", no link (one rank)" if result.get("world_size") == 1 else ""
+        one_rank = result.get("world_size") == 1 and "comm_exposed_ms" not in metrics
+        comm = ", no link (one rank)" if one_rank else ""
         if "comm_exposed_ms" in metrics:
             spread = ""
             if "comm_exposed_ms_low" in metrics:
