@@ -31,16 +31,19 @@ CVS = (0.01, 0.02, 0.05, 0.10)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=20_000, help="comparisons per cell")
+    parser.add_argument("--draws", type=int, default=400, help="futures per chance")
     args = parser.parse_args()
     design = Design(8, DEFAULT_SPENDING, 3)
     print(f"design: {design.describe(0.95)}; futility from round {FIRST_FUTILITY_LOOK}; "
-          f"{args.sweeps:,} comparisons per cell")  # fmt: skip
+          f"{args.sweeps:,} comparisons per cell, {args.draws} futures per chance")  # fmt: skip
     print("| truth | CV | stopped | chance printed | decided later [± SE] | decided without "
           "the rule | with it | power lost |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     printed_all, later_all = [], []
     for seed, (ratio, cv) in enumerate((r, c) for r in RATIOS for c in CVS):
-        printed, decided_on, by_rule = futility_study(ratio, cv, design, seed, args.sweeps)
+        printed, decided_on, by_rule = futility_study(
+            ratio, cv, design, seed, args.sweeps, draws=args.draws
+        )
         stopped = ~np.isnan(printed)
         printed_all.append(printed[stopped])
         later_all.append(decided_on[stopped])

@@ -347,6 +347,7 @@ def test_rerun_from_saved_config_is_bit_identical(default_job, tmp_path):
     assert json.loads((second / "result.json").read_text())["world_size"] == 2
 
 
+@pytest.mark.slow
 def test_two_sweeps_started_in_the_same_second_get_their_own_directories(tmp_path):
     quick = ["steps=2", "untimed_steps=1", "log_every=1", "batch=2", "repeats=1"]
     command = [sys.executable, str(REPO / "run.py"), "-m", *quick, "eval.enabled=false"]

@@ -57,6 +57,7 @@ def memory_cgroup() -> Iterator[Path]:
             time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_a_rank_killed_out_of_memory_is_said_with_its_peak_and_batch(memory_cgroup, tmp_path):
     """Before: "killed by SIGKILL (exit code -9)" and nothing else. 100,000 samples of
     3x32x32 float32 are 1.2 GB per rank before any activation: two ranks cannot fit 3 GB."""

@@ -71,6 +71,7 @@ def test_an_adaptive_sweep_runs_past_a_crashing_configuration_and_reruns_only_it
     assert len(_results(sweep)) == 5
 
 
+@pytest.mark.slow
 def test_a_rank_killed_in_round_two_costs_its_comparison_that_round_only(tmp_path):
     sweep = tmp_path / "sweep"
     long = ["steps=30", "untimed_steps=2", "log_every=2", "batch=4", "task.no_sync_steps=2"]
@@ -154,6 +155,7 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_ends_a_sweep_in_one_sentence_and_starts_no_further_job(small_disk):
     """Before: 193 lines (a JSON dump, a UserWarning, Hydra's lines), a 0-byte plot, no
     summary and no resume command."""
@@ -236,7 +238,11 @@ def _scalar_steps(job: Path, tag: str) -> list[int]:
     return steps
 
 
-@pytest.mark.parametrize("checkpoint", [0, 10], ids=["started-over", "from-a-checkpoint"])
+@pytest.mark.parametrize(
+    "checkpoint",
+    [0, pytest.param(10, marks=pytest.mark.slow)],
+    ids=["started-over", "from-a-checkpoint"],
+)
 def test_a_job_run_again_leaves_one_curve_in_tensorboard(tmp_path, checkpoint):
     """Before: the interrupted attempt's steps 10..20 and the new 10..40 in one run (and two
     HParams sessions). Read from the event files themselves, as any reader does."""
