@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -135,3 +136,18 @@ def cpu_sweep(tmp_path_factory) -> Ran:
     done = run_cli([*args, f"hydra.sweep.dir={sweep}"], env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return Ran(sweep, done)
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, size: str) -> Iterator[Path]:
+    """A file system of ``size`` (tmpfs, as root) at ``where``, unmounted after; the test is
+    skipped where it cannot be mounted."""
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)

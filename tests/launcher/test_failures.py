@@ -19,6 +19,7 @@ from linkbench.files import failure_file
 from linkbench.launcher.failures import first_failure
 
 from ..conftest import QUICK, REPO, alive, clean_env, load_result, run_cli
+from ..conftest import small_disk as mounted_small_disk
 
 
 def _children(parent: int) -> list[tuple[int, bytes]]:
@@ -371,14 +372,8 @@ def test_a_sharded_job_resumes_from_its_checkpoint_where_it_would_have_ended(tmp
 @pytest.fixture
 def small_disk(tmp_path):
     """A 120 KB file system (tmpfs, as root), removed after the test."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=120k", "tmpfs", str(disk)],
-                             capture_output=True, text=True)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
+    with mounted_small_disk(tmp_path / "disk", "120k") as disk:
+        yield disk
 
 
 def test_a_full_disk_ends_the_job_in_one_sentence_and_keeps_what_fits(small_disk):

@@ -18,6 +18,7 @@ import pytest
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
 from ..conftest import REPO, clean_env, load_result, run_cli
+from ..conftest import small_disk as mounted_small_disk
 from .test_failures import _worker_pids
 
 SHORT = ["steps=12", "untimed_steps=2", "log_every=2", "batch=4", "task.no_sync_steps=2"]
@@ -145,14 +146,8 @@ def test_other_launchers_run_past_a_failed_job_too(tmp_path, launcher):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 200 KB file system (tmpfs, as root), removed after the test."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)],
-                             capture_output=True, text=True)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
+    with mounted_small_disk(tmp_path / "disk", "200k") as disk:
+        yield disk
 
 
 @pytest.mark.slow

@@ -18,19 +18,9 @@ from pathlib import Path
 from types import TracebackType
 
 from linkbench.config.host import cgroup_memory_file, memory_limit_bytes
+from linkbench.launcher.processes import children
 
 SAMPLE_EVERY_S = 0.25
-
-
-def _children(parent: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                found.append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
 
 
 def _peak_bytes(pid: int) -> int | None:
@@ -91,8 +81,8 @@ class MemoryWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
-            for server in _children(os.getpid()):
-                for pid in _children(server):
+            for server in children(os.getpid()):
+                for pid in children(server):
                     if (peak := _peak_bytes(pid)) is not None:
                         self.peak_bytes[pid] = max(peak, self.peak_bytes.get(pid, 0))
 

@@ -26,6 +26,7 @@ from typing import Any
 from linkbench.analysis.report import SummaryNotWritten, own_summary_settings, write_summary
 from linkbench.analysis.sweep import load_sweep
 from linkbench.files import SUMMARY_MD
+from linkbench.launcher.processes import children
 from linkbench.launcher.sweep_end import resume_command
 from linkbench.worker.stop import alive
 
@@ -117,28 +118,17 @@ class BatchAtOnce:
         return []  # not reached: stop_sweep exits
 
 
-def _children(parent: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                found.append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
 def _stop_children(within_s: float = JOBS_END_WITHIN_S) -> None:
     """SIGTERM to this process's children (a terminal's Ctrl-C reached them already; kill
     -INT of this process alone did not), then wait for them to end, with a bound."""
-    children = _children(os.getpid())
-    for pid in children:
+    started = children(os.getpid())
+    for pid in started:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             continue
     deadline = time.monotonic() + within_s
-    while (left := [pid for pid in children if alive(pid)]) and time.monotonic() < deadline:
+    while (left := [pid for pid in started if alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.2)
     if left:
         log.warning("jobs still running %.0f s after the stop: %s", within_s, left)

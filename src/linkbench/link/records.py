@@ -22,7 +22,7 @@ import os
 import re
 import signal
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -291,17 +291,22 @@ def processes(token: str) -> list[Process]:
     return found
 
 
-def forget_strays() -> None:
-    """Remove the records of processes that have ended and whose run has no network record
-    (a run whose record was deleted while it ran)."""
+def _process_records() -> Iterator[tuple[re.Match[str], Path]]:
+    """(name match, path) of every process record in RECORD_DIR."""
     try:
         entries = os.listdir(RECORD_DIR)
     except OSError:
         return
     for entry in entries:
-        match = PROCESS_RECORD.fullmatch(entry)
-        path = RECORD_DIR / entry
-        if match is None or network_path(match["token"]).exists() or not _owned(path):
+        if (match := PROCESS_RECORD.fullmatch(entry)) is not None:
+            yield match, RECORD_DIR / entry
+
+
+def forget_strays() -> None:
+    """Remove the records of processes that have ended and whose run has no network record
+    (a run whose record was deleted while it ran)."""
+    for match, path in _process_records():
+        if network_path(match["token"]).exists() or not _owned(path):
             continue
         if not any(p.alive() for p in processes(match["token"]) if p.pid == int(match["pid"])):
             path.unlink(missing_ok=True)
@@ -309,12 +314,7 @@ def forget_strays() -> None:
 
 def forget(token: str) -> None:
     """Remove run ``token``'s records (its processes' first, its network's last)."""
-    try:
-        entries = os.listdir(RECORD_DIR)
-    except OSError:
-        return
-    for entry in entries:
-        match = PROCESS_RECORD.fullmatch(entry)
-        if match is not None and match["token"] == token:
-            (RECORD_DIR / entry).unlink(missing_ok=True)
+    for match, path in _process_records():
+        if match["token"] == token:
+            path.unlink(missing_ok=True)
     network_path(token).unlink(missing_ok=True)
