@@ -10,7 +10,9 @@ launcher that runs the jobs of a batch at the same time (joblib) is refused, sin
 running together on the same devices measure each other; with
 ``hydra.sweeper.concurrent_jobs=true`` it runs, one round per batch, so rounds at least
 never overlap. Under Hydra's basic launcher the jobs start one at a time, and none starts
-once the user stopped the sweep (:mod:`linkbench.launcher.stopping`).
+once the user stopped the sweep (:mod:`linkbench.launcher.stopping`). A failed job does not
+end the sweep: the others run, and the sweep ends after its summary with the failed jobs
+named and exit status 1; a full disk ends it at once (:mod:`linkbench.launcher.sweep_end`).
 
 Like Hydra's own plugins, the module stores its config (``hydra/sweeper=rounds``) when Hydra
 imports it to look for plugins, so the sweeper is there for any Hydra app, run.py or not."""
