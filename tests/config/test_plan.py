@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
@@ -334,3 +335,22 @@ def test_a_checkpoint_record_cut_short_is_said_and_set_aside(tmp_path):
     assert "the job starts over from step 0" in why
     assert (tmp_path / "checkpoint.json.damaged").exists()
     assert usable_checkpoint(tmp_path) == (None, None), "said once"
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("interconnect.expected_transport=P2P", "interconnect.expected_transport=P2P contradicts"),
+        ("interconnect.env.NCCL_P2P_DISABLE=0", "interconnect.env.NCCL_P2P_DISABLE=0 lets NCCL "
+         "leave the emulated link (the arm sets NCCL_P2P_DISABLE=1)"),
+        ("interconnect.env.NCCL_NET=IB", "interconnect.env.NCCL_NET=IB lets NCCL leave"),
+    ],
+)  # fmt: skip
+def test_an_override_that_takes_the_emulated_arm_off_its_link_is_refused(
+    compose_config, tmp_path, override, words
+):
+    """Before: accepted without a word, and the transport check then "verified" a run whose
+    NCCL traffic could bypass the link."""
+    cfg = compose_config(["interconnect=emulated", override])
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        make_plan(cfg, str(tmp_path), [override], CPU)

@@ -600,6 +600,9 @@ def _nccl(verified: bool | None, reason: str = "2 NET channel connections") -> d
         ({"sockets": SOCKETS, "ranks": RANKS}, _nccl(False, "NCCL used SHM"), False, "SHM"),
         ({"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 64 << 20}, _nccl(None), False, "less"),
         ({"ranks": RANKS}, _nccl(None), None, "before rank 0 checked"),
+        # One rank (devices=1): nothing crosses, so nothing is verified (before: "verified",
+        # "all 0 TCP connections ... 0.0 MB").
+        ({"sockets": SOCKETS, "ranks": RANKS[:1]}, _nccl(None), None, "one rank: nothing"),
     ],
 )
 def test_the_transport_check_of_an_emulated_arm(link, nccl, verified, words):
@@ -610,6 +613,18 @@ def test_the_transport_check_of_an_emulated_arm(link, nccl, verified, words):
     check = verify_link(link, nccl)
     assert check["verified"] is verified and words in check["reason"], check
     assert check["transport"].startswith("emulated link")
+
+
+def test_connections_are_read_from_ipv6_tables_too():
+    """The rendezvous store listens dual-stack, so its connections are IPv4 mapped into IPv6
+    (/proc/net/tcp6), which were never read; and a connection seen after the link probe
+    counts, so a peer that closed its side before the task ended hides none."""
+    from linkbench.link.emulated import _hex_address
+
+    assert _hex_address("0100007F") == "127.0.0.1"
+    mapped = "0000000000000000FFFF00000100004D"  # ::ffff:77.0.0.1 as the kernel writes it
+    assert _hex_address(mapped) == "77.0.0.1"
+    assert _hex_address("00000000000000000000000001000000") == "::1"
 
 
 ENTER = """

@@ -48,7 +48,7 @@ from linkbench.config.schema import (
 from linkbench.config.tasks import AllReduceTask
 from linkbench.errors import ConfigError
 from linkbench.files import COMPILE_CACHE_DIR, LOG_DIR, usable_checkpoint
-from linkbench.link.emulated import LinkSpec, rate_problem
+from linkbench.link.emulated import LinkSpec, arm_override_problem, rate_problem
 from linkbench.link.interconnect import EnvPlan, plan_env
 from linkbench.link.netns import emulation_problem
 
@@ -544,6 +544,8 @@ def _check_emulated(config: Config, machine: Machine, ranks: int) -> None:
     if arm.name != InterconnectName.emulated:
         return
     problem = rate_problem(arm.rate_gbit_s, ranks)
+    require(problem is None, str(problem))
+    problem = arm_override_problem(str(arm.expected_transport), dict(arm.env))
     require(problem is None, str(problem))
     require(
         machine.outside is None,

@@ -24,6 +24,7 @@ import ipaddress
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from linkbench.link.records import NETNS_DIR, namespace, record_process
@@ -80,6 +81,35 @@ def _duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.0f} h"
+
+
+# What keeps NCCL's traffic on the emulated link: every other transport off, sockets only
+# (conf/interconnect/emulated.yaml sets them; an override that undoes one leaves the link).
+NCCL_LINK_ONLY = {
+    "NCCL_P2P_DISABLE": "1",
+    "NCCL_SHM_DISABLE": "1",
+    "NCCL_IB_DISABLE": "1",
+    "NCCL_NVLS_ENABLE": "0",
+    "NCCL_NET": "Socket",
+}
+
+
+def arm_override_problem(expected_transport: str, env: dict[str, str]) -> str | None:
+    """Why an emulated arm's transport or NCCL variables no longer keep its traffic on the
+    link (an override of interconnect.expected_transport or interconnect.env), or None."""
+    if expected_transport not in ("NET", "any"):
+        return (
+            f"interconnect.expected_transport={expected_transport} contradicts "
+            "interconnect=emulated, whose traffic crosses the link over sockets (NET); drop "
+            "the override, or choose another interconnect."
+        )
+    for name, wanted in NCCL_LINK_ONLY.items():
+        if name in env and str(env[name]) != wanted:
+            return (
+                f"interconnect.env.{name}={env[name]} lets NCCL leave the emulated link (the arm "
+                f"sets {name}={wanted}); drop the override, or choose another interconnect."
+            )
+    return None
 
 
 def rate_problem(rate_gbit_s: float | None, ranks: int = 2) -> str | None:
@@ -209,18 +239,25 @@ def entered() -> LinkSpec | None:
 
 
 def _hex_address(text: str) -> str:
-    """An IPv4 address of /proc/net/tcp (little-endian hex) as dotted text."""
-    return str(ipaddress.IPv4Address(int(text, 16).to_bytes(4, "little")))
+    """An address of /proc/net/tcp or tcp6 (little-endian 32-bit words in hex) as text; an
+    IPv4 address mapped into IPv6 (``::ffff:10.77.0.1``, as a dual-stack listener such as the
+    rendezvous store's accepts it) as its IPv4 text."""
+    raw = b"".join(int(text[i : i + 8], 16).to_bytes(4, "little") for i in range(0, len(text), 8))
+    if len(raw) == 4:
+        return str(ipaddress.IPv4Address(raw))
+    six = ipaddress.IPv6Address(raw)
+    return str(six.ipv4_mapped or six)
 
 
 LISTEN = "0A"  # the TCP state a listening socket shows in /proc/net/tcp
 
 
 def own_connections(pid: int | str = "self") -> list[tuple[str, str]]:
-    """(local, remote) IPv4 addresses of this process's TCP connections, read from its own
-    sockets (/proc/<pid>/fd) and its namespace's table (/proc/<pid>/net/tcp). Every state
-    but listening counts: a connection the peer has closed (CLOSE_WAIT) ran all the same,
-    and rank 0 reads this after its task, when a faster rank may have left."""
+    """(local, remote) addresses of this process's TCP connections, read from its own
+    sockets (/proc/<pid>/fd) and its namespace's tables (/proc/<pid>/net/tcp and tcp6). Every
+    state but listening counts: a connection the peer has closed (CLOSE_WAIT) ran all the
+    same. Rank 0 reads them twice, after the link probe (every rank's connections open) and
+    after its task (those made since), so a faster rank that has left by then hides none."""
     inodes = set()
     fd_dir = f"/proc/{pid}/fd"
     for fd in os.listdir(fd_dir):
@@ -231,9 +268,11 @@ def own_connections(pid: int | str = "self") -> list[tuple[str, str]]:
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
     found = []
-    with open(f"/proc/{pid}/net/tcp") as table:
-        next(table)
-        for line in table:
+    for name in ("tcp", "tcp6"):  # IPv4, and IPv6 with IPv4 mapped into it
+        table = Path(f"/proc/{pid}/net/{name}")
+        if not table.exists():  # a kernel without IPv6
+            continue
+        for line in table.read_text().splitlines()[1:]:
             fields = line.split()
             local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
             if state != LISTEN and inode in inodes:

@@ -93,9 +93,12 @@ def verify_link(link: dict[str, Any], nccl: dict[str, Any]) -> dict[str, Any]:
     if not sockets or not ranks:
         reason = "the run ended before rank 0 checked its sockets, or the counters were lost"
         return {**base, "verified": None, "reason": reason}
+    n = len(ranks)
+    if n < 2:
+        reason = "one rank: nothing crosses the link, so it witnesses nothing"
+        return {**base, "verified": None, "reason": reason}
     if not sockets["verified"]:
         return {**base, "verified": False, "reason": sockets["reason"]}
-    n = len(ranks)
     floor = link.get("probe_bytes", 0) * 2 * (n - 1) / n  # one probe call's share
     short = [r["rank"] for r in ranks if r["tx_bytes"] < floor]
     if short:

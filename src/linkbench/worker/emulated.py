@@ -75,7 +75,10 @@ def measure(me: Rank, spec: LinkSpec | None = None) -> dict[str, Any]:
     return measured
 
 
-def check_sockets(spec: LinkSpec, me: Rank) -> dict[str, Any]:
-    """This rank's own TCP connections (its peers may have closed theirs), checked against
-    the link."""
-    return check_connections(own_connections(), spec, me.rank)
+def check_sockets(
+    spec: LinkSpec, me: Rank, earlier: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
+    """This rank's own TCP connections now and ``earlier`` (read while every rank's were
+    open: after the link probe), checked against the link."""
+    seen = sorted(set(own_connections()) | set(earlier or []))
+    return check_connections(seen, spec, me.rank)

@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
 from linkbench.files import HARDWARE_FILE, nccl_log, write_json
-from linkbench.link.emulated import enter
+from linkbench.link.emulated import enter, own_connections
 from linkbench.link.interconnect import apply_env, nccl_environment
 from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
 from linkbench.link.transport import nccl_debug_env
@@ -167,13 +167,14 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         if plan.link is not None:
             phases.mark("set_up")
             link = measure(me)
+            opened = own_connections()  # every rank's connections are open now
             phases.mark("link_probe")
         task_started_at = time.time()
         out = task_class(plan.config.task._target_).run(plan, me, board)
         phases.mark("task")
         if me.is_main:
             if plan.link is not None and link is not None:
-                sockets = check_sockets(plan.link, me)
+                sockets = check_sockets(plan.link, me, opened)
                 out["link"] = {**plan.link.settings(), **link, "sockets": sockets}
             out["worker_nccl_env"] = nccl_environment()
             timeline = out.setdefault("timeline", {})
