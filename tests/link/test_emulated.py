@@ -578,6 +578,11 @@ RANKS = [{"rank": r, "tx_bytes": 50_000_000} for r in range(2)]
 SENT = {"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 8 << 20}
 
 
+def _shaped(held: int, passed: int = 50_000_000) -> list[dict]:
+    bucket = {"bytes": passed, "packets": 1000, "overlimits": held, "drops": 0}
+    return [{**r, "shaper_out": bucket, "shaper_in": bucket} for r in RANKS]
+
+
 def _nccl(verified: bool | None, reason: str = "2 NET channel connections") -> dict:
     return {"transport": "NET", "expected": "NET", "verified": verified, "reason": reason}
 
@@ -603,6 +608,10 @@ def _nccl(verified: bool | None, reason: str = "2 NET channel connections") -> d
         # One rank (devices=1): nothing crosses, so nothing is verified (before: "verified",
         # "all 0 TCP connections ... 0.0 MB").
         ({"sockets": SOCKETS, "ranks": RANKS[:1]}, _nccl(None), None, "one rank: nothing"),
+        # The token buckets' own counters (tc -s qdisc) witness the shaping, or its absence.
+        ({"sockets": SOCKETS, "ranks": _shaped(held=40)}, _nccl(None), True, "held back 160"),
+        ({"sockets": SOCKETS, "ranks": _shaped(held=0)}, _nccl(None), True, "never held"),
+        ({"sockets": SOCKETS, "ranks": _shaped(0, 0)}, _nccl(None), False, "passed no bytes"),
     ],
 )
 def test_the_transport_check_of_an_emulated_arm(link, nccl, verified, words):

@@ -387,8 +387,12 @@ class Network:
             self._call(*qdisc, "root", "handle", "1:", *bucket)
 
     def counters(self) -> list[dict[str, Any]]:
-        """Each rank's interface counters (bytes and packets each way, drops) so far."""
+        """Each rank's interface counters (bytes and packets each way, drops) so far, and
+        the token bucket's own on each end of its link (``tc -s qdisc``: the bytes it passed,
+        the packets it held back for the rate, ``overlimits``, and dropped): the witness that
+        the shaping happened."""
         out = []
+        switch = self.spec.switch
         for rank in range(self.spec.ranks):
             ns = self.spec.rank_namespace(rank)
             shown = json.loads(run("ip", "-n", ns, "-s", "-j", "link", "show", self.spec.ifname))
@@ -402,9 +406,20 @@ class Network:
                     "tx_packets": tx.get("packets", 0),
                     "rx_packets": rx.get("packets", 0),
                     "tx_dropped": tx.get("dropped", 0),
+                    "shaper_out": _bucket(ns, self.spec.ifname),
+                    "shaper_in": _bucket(switch, f"port{rank}"),
                 }
             )
         return out
+
+
+def _bucket(ns: str, device: str) -> dict[str, int]:
+    """The token bucket's counters on ``device``'s egress (bytes, packets, overlimits: the
+    packets it held back for the rate, drops); {} without one."""
+    for qdisc in json.loads(run("tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", device)):
+        if qdisc.get("kind") == "tbf":
+            return {k: int(qdisc.get(k, 0)) for k in ("bytes", "packets", "overlimits", "drops")}
+    return {}
 
 
 def new_spec(rate_gbit_s: float, delay_ms: float, jitter_ms: float, ranks: int) -> LinkSpec:

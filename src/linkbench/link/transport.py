@@ -110,8 +110,20 @@ def verify_link(link: dict[str, Any], nccl: dict[str, Any]) -> dict[str, Any]:
         }
     if nccl["verified"] is False:
         return {**base, "verified": False, "reason": nccl["reason"]}
+    buckets = [r[end] for r in ranks for end in ("shaper_out", "shaper_in") if r.get(end)]
+    if buckets and not sum(b["bytes"] for b in buckets):
+        reason = "the link's token buckets passed no bytes: the traffic did not cross the shaper"
+        return {**base, "verified": False, "reason": reason}
     sent = ", ".join(f"rank {r['rank']} {r['tx_bytes'] / 1e6:,.1f} MB" for r in ranks)
     reason = f"{sockets['reason']}; sent over the link: {sent}"
+    if buckets:
+        held = sum(b["overlimits"] for b in buckets)
+        reason += (
+            f"; shaped: the token buckets held back {held:,} packets for the rate"
+            if held
+            else "; the token buckets never held a packet back: at this rate the link did not "
+            "limit this run"
+        )
     if nccl["verified"]:
         reason += f"; NCCL: {nccl['reason']}"
     return {**base, "verified": True, "reason": reason}
