@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -167,10 +168,26 @@ def test_a_full_disk_ends_a_sweep_in_one_sentence_and_starts_no_further_job(smal
     written = [p for p in sweep.rglob("*") if p.is_file() and p.suffix != ".log"]
     assert written and not [p for p in written if p.stat().st_size == 0], "none left empty"
     assert not list(sweep.rglob(".*.tmp"))
-    full = last.split("while job ", 1)[1].split(" ran")[0]
+    full = re.split(" ran | was set up ", last.split("while job ", 1)[1])[0]
     jobs = [p for p in sweep.iterdir() if p.is_dir()]
     assert max(jobs, key=lambda p: p.stat().st_ctime).name == full, "the last job, and no other"
     assert "# Sweep summary" in done.stdout, "what was kept is printed"
+
+
+def test_a_disk_full_before_the_first_job_ran_names_the_job_hydra_was_setting_up(tmp_path):
+    """Three pages: multirun.yaml and the first job's config.yaml fit, its hydra.yaml does
+    not. Before: 'filled up' named no job (the write that failed names no file)."""
+    with mounted_small_disk(tmp_path / "disk", "12k") as disk:
+        sweep = disk / "sweep"
+        done = run_cli(["-m", "batch=8,16", "repeats=2", "steps=20",
+                        f"hydra.sweep.dir={sweep}"], timeout=120)  # fmt: skip
+        assert done.returncode == 1, done.stderr[-3000:]
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(said) == 1, done.stderr[-3000:]
+        first = "batch=8,repeats=2,round=0,steps=20"
+        assert said[0].startswith(f"{sweep} filled up while job {first} was set up ("), said
+        assert "0 job(s) completed" in said[0] and said[0].endswith("resume=true")
+        assert not list(sweep.rglob(".*.tmp"))
 
 
 def _verdicts(sweep: Path) -> list[str]:

@@ -167,7 +167,7 @@ class RoundsSweeper(BasicSweeper):
         except OSError as error:  # Hydra's own writes for a job (its .hydra folder)
             if error.errno != errno.ENOSPC:
                 raise
-            self._end_on_full_disk(None)
+            self._end_on_full_disk(sweep_end.job_set_up(sweep_dir, error), setting_up=True)
         if failed:
             self._multirun_end()
             sweep_end.end_with_failures(self.config, failed)
@@ -180,11 +180,11 @@ class RoundsSweeper(BasicSweeper):
             config=self.config, loader=self.hydra_context.config_loader
         )
 
-    def _end_on_full_disk(self, where: str | None) -> NoReturn:
+    def _end_on_full_disk(self, where: str | None, *, setting_up: bool = False) -> NoReturn:
         self._multirun_end()
         kept = [j for j in load_sweep(Path(str(self.config.hydra.sweep.dir)))
                 if j.get("status") == "completed"]  # fmt: skip
-        sweep_end.end_on_full_disk(self.config, where, len(kept))
+        sweep_end.end_on_full_disk(self.config, where, len(kept), setting_up=setting_up)
 
     def _check_whole(self, arguments: list[str]) -> None:
         """Before the first job: every value once, the sweep's size (said, and confirmed when

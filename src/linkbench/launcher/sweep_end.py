@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 from omegaconf import OmegaConf
 
 from linkbench.config.overrides import override_texts
+from linkbench.files import RESULT_FILE
 
 # Hydra's own overrides that say how this process ran, not what the sweep is.
 NOT_REPEATED = ("hydra.mode=", "hydra.sweep.dir=", "resume=")
@@ -74,12 +75,29 @@ def end_with_failures(config: Any, failed: Sequence[Any]) -> NoReturn:
     raise SystemExit(1)
 
 
-def end_on_full_disk(config: Any, where: str | None, kept: int) -> NoReturn:
-    """After the summary of what was kept: the full directory, its bytes free, and how to
-    finish the sweep; exit 1."""
+def job_set_up(sweep_dir: Path, error: OSError) -> str | None:
+    """The job whose folder Hydra was writing (its ``.hydra`` files, its log) when ``error``
+    came: the one its file names, else (a write that names no file) the newest job folder
+    with no ``result.json``; None where the write was the sweep's own (``multirun.yaml``)."""
+    if error.filename:
+        try:
+            parts = Path(str(error.filename)).resolve().relative_to(sweep_dir.resolve()).parts
+        except ValueError:
+            return None
+        return parts[0] if len(parts) > 1 else None
+    unfinished = [p for p in sweep_dir.iterdir() if p.is_dir() and not (p / RESULT_FILE).exists()]
+    return max(unfinished, key=lambda p: p.stat().st_mtime_ns).name if unfinished else None
+
+
+def end_on_full_disk(
+    config: Any, where: str | None, kept: int, *, setting_up: bool = False
+) -> NoReturn:
+    """After the summary of what was kept: the full directory, the job it filled under
+    (``where``: one that ran, or with ``setting_up`` one Hydra was setting up), its bytes
+    free, and how to finish the sweep; exit 1."""
     sweep_dir = Path(str(config.hydra.sweep.dir))
     free = shutil.disk_usage(sweep_dir).free if sweep_dir.exists() else 0
-    job = f" while job {where} ran" if where else ""
+    job = f" while job {where} {'was set up' if setting_up else 'ran'}" if where else ""
     print(
         f"{sweep_dir} filled up{job} ({free:,} bytes free), so no further job started; "
         f"{kept} job(s) completed and kept. Free space there and finish the sweep with: "
