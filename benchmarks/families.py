@@ -6,7 +6,7 @@ max_rounds 8, O'Brien-Fleming spending, futility from round 4) with the summary'
 comparisons (`sweep_comparisons`). For each family (`holm`, the default; `bonferroni`;
 `none`) and each truth (no arm differs; one arm 10 % faster; all three 10 % faster) it
 prints the share of sweeps that named a false winner anywhere, the power (the share of real
-differences decided faster), and the mean rounds the sweep ran.
+differences decided faster), and the mean rounds the sweep ran, each with its standard error.
 
     python benchmarks/families.py [--sweeps 2000] [--max-rounds 8]
 """
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 from concurrent.futures import ProcessPoolExecutor
 
 from linkbench.analysis.compare import FAMILIES, sweep_comparisons
 from linkbench.analysis.sequential import Design
+from linkbench.analysis.simulate import with_se
 from linkbench.launcher.sweeper import DEFAULT_MAX_ROUNDS, DEFAULT_MIN_ROUNDS, after_round
 
 CV = 0.05
@@ -64,14 +64,18 @@ def sweep(
     return false, true, r
 
 
-def cell(args: tuple[str, tuple[float, ...], int, int]) -> tuple[float, float | None, float]:
-    family, effects, sweeps, max_rounds = args
-    found = [sweep(family, effects, seed, max_rounds) for seed in range(sweeps)]
-    real = sum(e > 1 for e in effects) * sweeps
+def cell(args: tuple[str, tuple[float, ...], int, int, int]) -> tuple[str, str, str]:
+    """(false winner anywhere, power, mean rounds) of one cell, each with its SE; seeds from
+    ``first`` on, so cells of one truth see the same sweeps' noise."""
+    family, effects, sweeps, max_rounds, first = args
+    found = [sweep(family, effects, seed, max_rounds) for seed in range(first, first + sweeps)]
+    real = sum(e > 1 for e in effects)
+    # Power: each sweep's share of its real differences decided faster (they share noise).
+    decided = [t / real for _, t, _ in found] if real else []
     return (
-        statistics.fmean(f for f, _, _ in found),
-        sum(t for _, t, _ in found) / real if real else None,
-        statistics.fmean(r for _, _, r in found),
+        with_se([f for f, _, _ in found]),
+        with_se(decided) if real else "",
+        with_se([r for _, _, r in found], percent=False),
     )
 
 
@@ -79,8 +83,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=2000)
     parser.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS)
+    parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
-    cells = [(f, e, args.sweeps, args.max_rounds) for e in TRUTHS.values() for f in FAMILIES]
+    cells = [
+        (f, e, args.sweeps, args.max_rounds, args.first_seed)
+        for e in TRUTHS.values()
+        for f in FAMILIES
+    ]
     with ProcessPoolExecutor() as pool:
         found = dict(zip([(f, e) for f, e, *_ in cells], pool.map(cell, cells), strict=True))
     print(
@@ -93,8 +102,7 @@ def main() -> None:
     for name, effects in TRUTHS.items():
         for family in FAMILIES:
             false, power, rounds = found[(family, effects)]
-            shown = "" if power is None else f"{power:.1%}"
-            print(f"| {name} | {family} | {false:.1%} | {shown} | {rounds:.2f} |")
+            print(f"| {name} | {family} | {false} | {power} | {rounds} |")
 
 
 if __name__ == "__main__":

@@ -10,19 +10,19 @@ actually have decided, and the power with the rule beside the power without it.
     python benchmarks/futility.py [--sweeps 20000]
 
 For each cell: the share of comparisons the rule stops, the mean chance printed for them,
-the share of them a later round decides (with its standard error), and the share decided
-with and without the rule. Then the same over every cell, by printed chance.
+the share of them a later round decides, the share decided with and without the rule, and
+the power the rule costs (paired, the same comparisons), each with its standard error. Then
+the same over every cell, by printed chance.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 
 import numpy as np
 
 from linkbench.analysis.sequential import DEFAULT_SPENDING, FIRST_FUTILITY_LOOK, Design
-from linkbench.analysis.simulate import futility_study
+from linkbench.analysis.simulate import futility_study, with_se
 
 RATIOS = (1.0, 1.02, 1.05, 1.10)
 CVS = (0.01, 0.02, 0.05, 0.10)
@@ -36,8 +36,8 @@ def main() -> None:
     design = Design(8, DEFAULT_SPENDING, 3)
     print(f"design: {design.describe(0.95)}; futility from round {FIRST_FUTILITY_LOOK}; "
           f"{args.sweeps:,} comparisons per cell, {args.draws} futures per chance")  # fmt: skip
-    print("| truth | CV | stopped | chance printed | decided later [± SE] | decided without "
-          "the rule | with it | power lost |")  # fmt: skip
+    print("| truth | CV | stopped | chance printed | decided later | decided without the rule "
+          "| with it | power lost |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     printed_all, later_all = [], []
     for seed, (ratio, cv) in enumerate((r, c) for r in RATIOS for c in CVS):
@@ -48,26 +48,21 @@ def main() -> None:
         printed_all.append(printed[stopped])
         later_all.append(decided_on[stopped])
         k = int(stopped.sum())
-        later = decided_on[stopped].mean() if k else float("nan")
-        se = math.sqrt(later * (1 - later) / k) if k else float("nan")
         truth = "A/A" if ratio == 1.0 else f"{ratio - 1:.0%}"
-        shown = f"{later:.1%} ± {se:.1%}" if k else ""
-        mean_printed = f"{printed[stopped].mean():.1%}" if k else ""
-        print(f"| {truth} | {cv:.0%} | {stopped.mean():.1%} | {mean_printed} | {shown} | "
-              f"{decided_on.mean():.1%} | {by_rule.mean():.1%} | "
-              f"{100 * (decided_on.mean() - by_rule.mean()):.1f} pts |")  # fmt: skip
+        mean_printed = with_se(printed[stopped]) if k > 1 else ""
+        later = with_se(decided_on[stopped]) if k > 1 else ""
+        lost = with_se(decided_on.astype(float) - by_rule)[:-2]  # paired: the same comparisons
+        print(f"| {truth} | {cv:.0%} | {with_se(stopped)} | {mean_printed} | {later} | "
+              f"{with_se(decided_on)} | {with_se(by_rule)} | {lost} pts |")  # fmt: skip
     printed, later = np.concatenate(printed_all), np.concatenate(later_all)
     print("\nEvery cell together, by the chance printed:")
-    print("| chance printed | comparisons | decided later [± SE] |")
+    print("| chance printed | comparisons | decided later |")
     print("|---|---:|---:|")
     for low, high in ((0.0, 0.01), (0.01, 0.02), (0.02, 0.03), (0.03, 0.05)):
         inside = (printed >= low) & (printed < high)
         k = int(inside.sum())
         if k:
-            p = later[inside].mean()
-            print(
-                f"| {low:.0%} to {high:.0%} | {k:,} | {p:.1%} ± {math.sqrt(p * (1 - p) / k):.1%} |"
-            )
+            print(f"| {low:.0%} to {high:.0%} | {k:,} | {with_se(later[inside])} |")
 
 
 if __name__ == "__main__":

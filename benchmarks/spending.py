@@ -5,8 +5,8 @@ Simulated comparisons (``linkbench.analysis.simulate``: the sweeper's rule, vect
 one arm against its baseline, lognormal run-to-run noise, max_rounds 8, futility from round
 4. For each design (spending function, and the first look: the sweeper's ``min_rounds``;
 looks before it spend nothing) and each truth it prints the share of sweeps that named a
-winner (A/A: the false-verdict rate; 10 %: the power), the share called equal, and the mean
-rounds run.
+false winner (A/A at CV 5 %), the share called equal (A/A at CV 1 %), the power (a real
+difference decided faster), and the mean rounds run, each with its standard error.
 
     python benchmarks/spending.py [--sweeps 40000]
 """
@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 
 from linkbench.analysis.sequential import Design
-from linkbench.analysis.simulate import simulate
+from linkbench.analysis.simulate import simulate, with_se
 
 MAX_ROUNDS = 8
 SPENDINGS = (
@@ -30,11 +30,11 @@ SPENDINGS = (
 )
 FIRST_LOOKS = (2, 3, 4)
 POWER = 0.84  # the default design's (O'Brien-Fleming, max_rounds 8)
-TRUTHS = {  # (true ratio, CV)
-    "A/A, CV 5 %": (1.0, 0.05),
-    "A/A, CV 1 %": (1.0, 0.01),
-    "10 %, CV 5 %": (1.10, 0.05),
-    "5 %, CV 2 %": (1.05, 0.02),
+TRUTHS = {  # (true ratio, CV, the verdict counted: a false winner, equal, or the power)
+    "A/A, CV 5 %: winner": (1.0, 0.05, ("faster", "slower")),
+    "A/A, CV 1 %: `equal`": (1.0, 0.01, ("equal",)),
+    "10 %, CV 5 %: power": (1.10, 0.05, ("faster",)),
+    "5 %, CV 2 %: power": (1.05, 0.02, ("faster",)),
 }
 
 
@@ -47,20 +47,19 @@ def main() -> None:
         f"{MAX_ROUNDS}; winner: faster or slower; rounds: mean rounds run"
     )
     print()
-    header = " | ".join(f"{name}: winner, equal, rounds" for name in TRUTHS)
+    header = " | ".join(f"{name}, rounds" for name in TRUTHS)
     print(f"| spending | first look | {header} |")
     print("|---|---:|" + "---:|" * len(TRUTHS))
     for spending in SPENDINGS:
         for first in FIRST_LOOKS:
             design = Design(MAX_ROUNDS, spending, first)
             cells = []
-            for i, (ratio, cv) in enumerate(TRUTHS.values()):
+            for i, (ratio, cv, counted) in enumerate(TRUTHS.values()):
                 verdicts, rounds, _, _ = simulate(
                     ratio, cv, design, kind="lognormal", seed=100 + i, sweeps=args.sweeps
                 )
-                winner = np.isin(verdicts, ["faster", "slower"]).mean()
-                equal = (verdicts == "equal").mean()
-                cells.append(f"{winner:.1%}, {equal:.1%}, {rounds.mean():.2f}")
+                found = np.isin(verdicts, counted)
+                cells.append(f"{with_se(found)}, {with_se(rounds, percent=False)}")
             print(f"| {spending} | {first} | " + " | ".join(cells) + " |", flush=True)
     print()
     print(
@@ -76,15 +75,16 @@ def main() -> None:
             verdicts, rounds, _, _ = simulate(
                 1.10, 0.05, design, kind="lognormal", seed=7, sweeps=args.sweeps
             )
-            power = (verdicts == "faster").mean()
-            if power >= POWER or max_rounds == 16:
+            power = verdicts == "faster"
+            if power.mean() >= POWER or max_rounds == 16:
                 same, same_rounds, _, _ = simulate(
                     1.0, 0.05, design, kind="lognormal", seed=8, sweeps=args.sweeps
                 )
-                false = np.isin(same, ["faster", "slower"]).mean()
+                false = np.isin(same, ["faster", "slower"])
                 print(
-                    f"| {spending} | {max_rounds} | {power:.1%} | {rounds.mean():.2f} | "
-                    f"{same_rounds.mean():.2f} | {false:.1%} |",
+                    f"| {spending} | {max_rounds} | {with_se(power)} | "
+                    f"{with_se(rounds, percent=False)} | {with_se(same_rounds, percent=False)} | "
+                    f"{with_se(false)} |",
                     flush=True,
                 )
                 break

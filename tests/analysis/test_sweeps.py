@@ -493,3 +493,34 @@ def test_a_comparison_that_lost_runs_and_one_with_no_run_say_so(tmp_path):
     none = next(x for x in text.splitlines() if x.startswith("- at batch=16:"))
     assert "**no verdict**: interconnect=nvlink, batch=16 has no completed run (3 job(s)" in none
     assert "## Jobs that did not complete" in text
+
+
+def _unverified(job: Path, reason: str) -> None:
+    result = json.loads((job / "result.json").read_text())
+    result["transport"] = {"transport": "emulated link (NET)", "verified": False, "reason": reason}
+    (job / "result.json").write_text(json.dumps(result))
+
+
+def test_a_run_whose_transport_was_not_verified_counts_in_no_figure_and_no_verdict(tmp_path):
+    """A run that did not measure what its arm says (an emulated link that did not shape it,
+    NCCL off the arm's path) is left out, and the verdict says which and why. Its value here
+    (10x the others) would otherwise make the arm faster."""
+    why = "the link probe read 0.2 GB/s, 167.3% of the 0.1196 GB/s ...: a measurement error"
+    for r in range(3):
+        fake_job(tmp_path, ["interconnect=pcie", "batch=8"], [100.0 + r], round_=r)
+        job = fake_job(tmp_path, ["interconnect=nvlink", "batch=8"],
+                       [1000.0 if r == 1 else 100.5 + r], round_=r)  # fmt: skip
+        if r == 1:
+            _unverified(job, why)
+        fake_job(tmp_path, ["interconnect=pcie", "batch=16"], [150.0 + r], round_=r)
+        _unverified(fake_job(tmp_path, ["interconnect=nvlink", "batch=16"], [300.0], round_=r),
+                    "rank 0 had no connection to another node")  # fmt: skip
+    text = write_summary(tmp_path, plots=False)
+    line = next(x for x in text.splitlines() if x.startswith("- at batch=8:"))
+    assert "2 vs 3 runs" in line and "**faster**" not in line, line
+    assert f"1 job(s) not verified, left out: batch=8,interconnect=nvlink,round=1: {why}" in line
+    none = next(x for x in text.splitlines() if x.startswith("- at batch=16:"))
+    assert "**no verdict**: interconnect=nvlink, batch=16 has no run whose transport was " in none
+    assert "3 job(s) not verified, left out" in none and "no connection to another node" in none
+    mean = next(x for x in text.splitlines() if x.startswith("- interconnect=nvlink, batch=8:"))
+    assert "1,000" not in mean and "1000" not in mean

@@ -22,13 +22,21 @@ from linkbench.config.plan import Machine, make_plan
 from linkbench.errors import ConfigError
 from linkbench.link import netns, records
 from linkbench.link.emulated import (
+    BUCKET_SHARE,
+    LIMIT_TOLERANCE,
+    PROBE_BYTES,
     PROBE_LIMIT_S,
+    PROBE_MAX_CALLS,
+    PROBE_MIN_CALLS,
     LinkSpec,
+    above_limit,
     address,
+    burst_bytes,
     check_connections,
     min_rate_gbit_s,
     own_connections,
     payload_gb_s,
+    probe_calls,
     probe_estimate_s,
     rate_problem,
     rate_warning,
@@ -91,7 +99,7 @@ def test_the_payload_rate_is_the_link_rate_less_every_segments_headers():
         ([("10.77.0.1", "10.77.0.2"), ("10.77.0.1", "10.77.0.1")], True, "ran over"),
         ([("10.77.0.1", "10.77.0.2"), ("127.0.0.1", "127.0.0.1")], False, "off the link"),
         ([("10.77.0.1", "192.168.1.5")], False, "off the link"),
-        ([], False, "no connection to a peer"),
+        ([], False, "no connection to another node"),
     ],
 )
 def test_the_socket_check_passes_only_connections_between_emulated_addresses(
@@ -99,6 +107,25 @@ def test_the_socket_check_passes_only_connections_between_emulated_addresses(
 ):
     check = check_connections(connections, LinkSpec("0123abcd", 1.0, 0.0, 0.0, 3), rank=0)
     assert check["verified"] is verified and words in check["reason"]
+
+
+def test_ranks_of_a_node_share_its_namespace_and_address():
+    """4 ranks in 2 nodes: ranks 0-1 on node 0, 2-3 on node 1; rank 1's connection to rank
+    0 stays inside the node (its own address), one to rank 2 crosses the uplink."""
+    spec = LinkSpec("0123abcd", 1.0, 0.0, 0.0, 4, nodes=2)
+    assert spec.node_count == 2 and spec.ranks_per_node == 2
+    assert [spec.rank_namespace(r) for r in range(4)] == [spec.node_namespace(0)] * 2 + [
+        spec.node_namespace(1)
+    ] * 2
+    assert spec.namespaces == [spec.switch, spec.node_namespace(0), spec.node_namespace(1)]
+    assert [spec.rank_address(r) for r in range(4)] == ["10.77.0.1"] * 2 + ["10.77.0.2"] * 2
+    check = check_connections([("10.77.0.1", "10.77.0.1"), ("10.77.0.1", "10.77.0.2")], spec, 1)
+    assert check["verified"] and check["to_peers"] == 1 and check["to_itself"] == 1
+    inside = check_connections([("10.77.0.1", "10.77.0.1")], spec, 1)
+    assert not inside["verified"] and "no connection to another node" in inside["reason"]
+    one_node = LinkSpec("0123abcd", 1.0, 0.0, 0.0, 4, nodes=1)
+    assert check_connections([("10.77.0.1", "10.77.0.1")], one_node, 3)["verified"]
+    assert spec.settings()["nodes"] == 2 and spec.settings()["ranks_per_node"] == 2
 
 
 def test_a_connection_its_peer_has_already_closed_still_counts():
@@ -165,8 +192,8 @@ def test_a_delay_is_refused_in_one_sentence_where_the_kernel_has_no_netem(compos
 
 
 def test_the_slowest_rate_is_the_one_whose_probe_fits_in_a_minute():
-    """The link probe (3 all_reduce calls of 8 MiB) at 0.0001 Gbit/s takes over half an
-    hour; the slowest rate taken for n ranks is the one that probes within PROBE_LIMIT_S."""
+    """The link probe (3 all_reduce calls of 8 MiB at slow rates) at 0.0001 Gbit/s takes over
+    half an hour; the slowest rate taken for n ranks is the one that probes within PROBE_LIMIT_S."""
     assert 30 * 60 < probe_estimate_s(0.0001, 2) < 40 * 60
     assert probe_estimate_s(1.0, 1) == 0.0
     for ranks in (2, 3, 8, 128):
@@ -177,6 +204,50 @@ def test_the_slowest_rate_is_the_one_whose_probe_fits_in_a_minute():
         assert problem is not None and f"set at least {slowest:g} Gbit/s" in problem
         assert "\n" not in problem
     assert min_rate_gbit_s(3) > min_rate_gbit_s(2), "each rank's link carries more with more ranks"
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 8])
+def test_the_probe_window_holds_the_buckets_burst_to_a_small_share(ranks):
+    """Bytes through a token bucket in t are at most burst + rate x t: the probe's window of
+    back-to-back calls carries enough bytes that a full bucket adds at most BUCKET_SHARE to
+    the rate read, wherever the call count is not capped (a rate no host delivers unshaped);
+    before, the fastest of 2 calls, each after a barrier (a full bucket), read up to 103 %."""
+    for rate in (0.01, 0.1, 1.0, 1.5, 4.0, 10.0, 400.0):
+        calls = probe_calls(rate, ranks)
+        assert PROBE_MIN_CALLS <= calls <= PROBE_MAX_CALLS
+        link_bytes = calls * PROBE_BYTES * 2 * (ranks - 1) / ranks
+        assert calls == PROBE_MAX_CALLS or burst_bytes(rate) / link_bytes <= BUCKET_SHARE
+    assert probe_calls(1.0, 2) < probe_calls(4.0, 2), "a faster link's bucket holds more"
+
+
+def test_a_reading_above_what_the_link_carries_is_a_measurement_error():
+    spec = LinkSpec("0123abcd", 1.0, 0.0, 0.0, ranks=2)
+    limit = payload_gb_s(1.0)
+    assert above_limit(spec, limit, "x") is None
+    assert above_limit(spec, limit * (1 + LIMIT_TOLERANCE / 2), "x") is None
+    said = above_limit(spec, 1.054 * limit, "the link probe")
+    assert said is not None and said.startswith("the link probe read 0.126 GB/s, 105.4% of")
+    assert "interconnect.rate_gbit_s=1 carries" in said and "measurement error" in said
+    assert "\n" not in said
+    assert above_limit(LinkSpec("0123abcd", 1.0, 0.0, 0.0, ranks=1), 1.0, "x") is None
+
+
+def test_a_collective_size_above_the_link_is_marked_and_left_out_of_the_peak():
+    """Before: a 64 KiB all_reduce read 0.126 GB/s on a 1 Gbit/s link (a burst through the
+    bucket) and could be the task's headline peak."""
+    from linkbench.worker.collectives import format_table, mark_above_limit, peak
+
+    limit = payload_gb_s(1.0)
+    rows = [
+        {"op": "all_reduce", "bytes": b, "time_us": 1.0, "algbw_gb_s": bw, "busbw_gb_s": bw}
+        for b, bw in ((65536, 1.05 * limit), (1 << 20, 0.99 * limit), (4 << 20, 0.98 * limit))
+    ]
+    assert peak(rows)["bytes"] == 65536, "without a link, the highest"
+    mark_above_limit(rows, LinkSpec("0123abcd", 1.0, 0.0, 0.0, ranks=2))
+    assert [r["above_limit"] for r in rows] == [True, False, False]
+    assert peak(rows)["bytes"] == 1 << 20
+    table = format_table(rows)
+    assert table.count("(above the link)") == 2 and "left out of the peak" in table
 
 
 def test_a_probe_well_below_the_rate_is_a_warning_of_one_sentence():
@@ -201,7 +272,7 @@ def test_a_network_is_made_for_a_run_and_removed_with_its_record():
         }
         assert record["namespaces"] == {n: records.namespace_inode(n) for n in spec.namespaces}
         counters = network.counters()
-        assert [c["rank"] for c in counters] == [0, 1, 2]
+        assert [(c["node"], c["ranks"]) for c in counters] == [(0, [0]), (1, [1]), (2, [2])]
         assert netns.sweep_stale() == [], "a live run's namespaces are never swept"
         assert set(spec.namespaces) <= set(ours())
     assert not set(spec.namespaces) & set(ours())
@@ -276,7 +347,7 @@ def test_what_a_killed_launcher_left_is_removed_at_the_next_start():
     process, token, worker = _launcher("enter")
     names = [n for n in ours() if token in n]
     assert len(names) == 3
-    foreign = _sleeper_in(f"linkbench-{token}-rank1")
+    foreign = _sleeper_in(f"linkbench-{token}-node1")
     try:
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -354,7 +425,7 @@ def test_a_live_job_whose_files_were_deleted_keeps_its_network_and_workers():
 def test_a_namespace_that_only_looks_like_linkbenchs_is_never_touched():
     """A namespace named like linkbench's without a record (a decoy, or one an older
     linkbench left) survives every sweep and every start, and so does what runs in it."""
-    decoys = ["linkbench-decoy-rank0", "linkbench-0badcafe-rank0"]
+    decoys = ["linkbench-decoy-node0", "linkbench-0badcafe-node0"]
     sleepers = []
     try:
         for name in decoys:
@@ -379,7 +450,9 @@ def test_a_namespace_that_only_looks_like_linkbenchs_is_never_touched():
 @needs_namespaces
 def test_an_emulated_job_runs_over_its_link_and_leaves_nothing(tmp_path):
     job = tmp_path / "job"
-    done = run_cli([*ALLREDUCE, "interconnect.rate_gbit_s=2", f"hydra.run.dir={job}"])
+    iters = 8  # the 8 MiB row's window carries over 100 buckets' worth (below)
+    done = run_cli([*ALLREDUCE, f"task.iters={iters}", "interconnect.rate_gbit_s=2",
+                    f"hydra.run.dir={job}"])  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = load_result(job)
     transport = result["transport"]
@@ -387,10 +460,15 @@ def test_an_emulated_job_runs_over_its_link_and_leaves_nothing(tmp_path):
     assert "between emulated addresses" in transport["reason"]
     link = result["link"]
     assert link["rate_gbit_s"] == 2.0 and link["delay_ms"] == 0.0
-    assert all(rank["tx_bytes"] > 8 << 20 for rank in link["ranks"])
+    assert all(uplink["tx_bytes"] > 8 << 20 for uplink in link["uplinks"])
     # The measured rate: the link probe, below the rate set and near what it lets through.
     measured = result["metrics"]["link_busbw_gb_s"]
-    assert 0.8 * payload_gb_s(2.0) < measured < 1.1 * payload_gb_s(2.0)
+    assert 0.8 * payload_gb_s(2.0) < measured <= (1 + LIMIT_TOLERANCE) * payload_gb_s(2.0)
+    assert "above_limit" not in link and link["probe_calls"] == probe_calls(2.0, 2)
+    # A timed window that carries 1/LIMIT_TOLERANCE buckets' worth is the rate, by physics.
+    long = [r for r in result["collectives"]
+            if iters * r["bytes"] * LIMIT_TOLERANCE >= burst_bytes(2.0)]  # fmt: skip
+    assert long and not [r for r in long if r["above_limit"]], "a long transfer is the rate"
     manifest = json.loads((job / "manifest.json").read_text())
     assert manifest["link"]["rate_gbit_s"] == 2.0
     assert manifest["config"]["interconnect"]["rate_gbit_s"] == 2.0
@@ -459,9 +537,9 @@ def test_a_stop_while_the_network_is_made_leaks_nothing_and_says_one_line(tmp_pa
             a single rank) is being made, or its last step (rank 7's shaping) is done."""
             names = os.listdir(records.NETNS_DIR) if os.path.isdir(records.NETNS_DIR) else []
             for token in _new_runs(before):
-                if when == "making" and f"linkbench-{token}-rank1" in names:
+                if when == "making" and f"linkbench-{token}-node1" in names:
                     tokens.add(token)
-                last = f"linkbench-{token}-rank7"
+                last = f"linkbench-{token}-node7"
                 if when == "made" and last in names:
                     shown = subprocess.run(
                         ["tc", "-n", last, "qdisc", "show", "dev", f"lb{token}"],
@@ -574,8 +652,8 @@ BEFORE = set(ours()) if PROBLEM is None else set()
 
 SPEC = LinkSpec("0123abcd", 1.0, 0.0, 0.0, ranks=2)
 SOCKETS = check_connections([("10.77.0.1", "10.77.0.2")], SPEC, rank=0)
-RANKS = [{"rank": r, "tx_bytes": 50_000_000} for r in range(2)]
-SENT = {"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 8 << 20}
+RANKS = [{"node": n, "ranks": [n], "tx_bytes": 50_000_000} for n in range(2)]
+SENT = {"sockets": SOCKETS, "uplinks": RANKS, "probe_bytes": 8 << 20}
 
 
 def _shaped(held: int, passed: int = 50_000_000) -> list[dict]:
@@ -591,27 +669,34 @@ def _nccl(verified: bool | None, reason: str = "2 NET channel connections") -> d
     ("link", "nccl", "verified", "words"),
     [
         (
-            {"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 8 << 20},
+            {"sockets": SOCKETS, "uplinks": RANKS, "probe_bytes": 8 << 20},
             _nccl(None),
             True,
             "ran over",
         ),
         (
-            {"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 8 << 20},
+            {"sockets": SOCKETS, "uplinks": RANKS, "probe_bytes": 8 << 20},
             _nccl(True),
             True,
             "NCCL: 2 NET",
         ),
-        ({"sockets": SOCKETS, "ranks": RANKS}, _nccl(False, "NCCL used SHM"), False, "SHM"),
-        ({"sockets": SOCKETS, "ranks": RANKS, "probe_bytes": 64 << 20}, _nccl(None), False, "less"),
-        ({"ranks": RANKS}, _nccl(None), None, "before rank 0 checked"),
+        ({"sockets": SOCKETS, "uplinks": RANKS}, _nccl(False, "NCCL used SHM"), False, "SHM"),
+        ({**SENT, "probe_bytes": 64 << 20}, _nccl(None), False, "less"),
+        ({"uplinks": RANKS}, _nccl(None), None, "before rank 0 checked"),
         # One rank (devices=1): nothing crosses, so nothing is verified (before: "verified",
         # "all 0 TCP connections ... 0.0 MB").
-        ({"sockets": SOCKETS, "ranks": RANKS[:1]}, _nccl(None), None, "one rank: nothing"),
+        ({"sockets": SOCKETS, "uplinks": RANKS[:1]}, _nccl(None), None, "one node: nothing"),
         # The token buckets' own counters (tc -s qdisc) witness the shaping, or its absence.
-        ({"sockets": SOCKETS, "ranks": _shaped(held=40)}, _nccl(None), True, "held back 160"),
-        ({"sockets": SOCKETS, "ranks": _shaped(held=0)}, _nccl(None), True, "never held"),
-        ({"sockets": SOCKETS, "ranks": _shaped(0, 0)}, _nccl(None), False, "passed no bytes"),
+        ({"sockets": SOCKETS, "uplinks": _shaped(held=40)}, _nccl(None), True, "held back 160"),
+        ({"sockets": SOCKETS, "uplinks": _shaped(held=0)}, _nccl(None), True, "never held"),
+        ({"sockets": SOCKETS, "uplinks": _shaped(0, 0)}, _nccl(None), False, "passed no bytes"),
+        # A probe reading above what the link carries: the rate read is not the link's.
+        (
+            {"sockets": SOCKETS, "uplinks": _shaped(held=40), "above_limit": "the link probe read"},
+            _nccl(None),
+            False,
+            "the link probe read",
+        ),
     ],
 )
 def test_the_transport_check_of_an_emulated_arm(link, nccl, verified, words):

@@ -263,8 +263,8 @@ def along_axis(
 
 def unjudged(configs: list[Configuration], comparisons: list[Comparison], axis: str | None,
              baseline: Any) -> list[tuple[Configuration, Configuration]]:  # fmt: skip
-    """(arm, baseline) along ``axis`` with no comparison because a side has no completed
-    run (every job of it failed or was stopped)."""
+    """(arm, baseline) along ``axis`` with no comparison because a side has no run to count
+    (every job of it failed or was stopped, or its transport was not verified)."""
     if axis is None:
         return []
     judged = {(id(c.arm), id(c.base)) for c in comparisons}
@@ -295,7 +295,7 @@ class SweepComparisons:
     decided_first: int = 0
     """Holm: the comparisons decided before the final level (k above)."""
     unjudged: list[tuple[Configuration, Configuration]] = field(default_factory=list)
-    """(arm, baseline) pairs with no comparison: a side has no completed run."""
+    """(arm, baseline) pairs with no comparison: a side has no run to count."""
     axis_note: str | None = None
     """How the axis was chosen where the user named none and it is not ``interconnect``, or
     why there is none."""

@@ -51,11 +51,27 @@ class LinkRow:
     comm_bytes: float
     """Bytes all-reduced per step."""
     world_size: int
+    strategy: str = ""
+    nodes: int = 0
+    """Nodes of the emulated cluster (0: not recorded, one per rank)."""
+    uplink_predicted: float | None = None
+    """Bytes per step the busiest node uplink must carry one way, from the strategy's calls
+    and the backend's algorithms (:mod:`linkbench.link.crossing`)."""
+    uplink_seen: float | None = None
+    """What that uplink's interface counters saw per timed step."""
+
+    def link_bytes(self) -> float:
+        """Bytes per step through the busiest uplink, one way: predicted from the strategy's
+        calls where recorded, else the ring all-reduce's 2(n-1)/n of the gradient bytes."""
+        if self.uplink_predicted is not None:
+            return self.uplink_predicted
+        return self.comm_bytes * bus_factor("all_reduce", self.world_size)
 
     def comm_ms(self, busbw_gb_s: float | None = None) -> float:
-        """The all-reduce's time per step at this bus bandwidth (default: the measured)."""
+        """The uplink's bytes' time per step at this bus bandwidth (default: the measured;
+        a ring all-reduce's busbw is its bytes through each link over its time)."""
         busbw = busbw_gb_s or self.busbw_gb_s
-        return self.comm_bytes * bus_factor("all_reduce", self.world_size) / busbw / 1e6
+        return self.link_bytes() / busbw / 1e6
 
     def exposed_ms(self) -> float:
         """The communication the bytes predict the step waits for: its time less what
@@ -124,9 +140,18 @@ def link_rows(configs: list[Configuration]) -> list[LinkRow]:
                 source=parts[3],
                 comm_bytes=comm_bytes.mean,
                 world_size=int(config.first("world_size") or 2),
+                strategy=str(config.first("strategy") or ""),
+                nodes=int(link.get("nodes") or 0),
+                uplink_predicted=_mean(config, "uplink_bytes_per_step_predicted"),
+                uplink_seen=_mean(config, "uplink_bytes_per_step"),
             )
         )
     return rows
+
+
+def _mean(config: Configuration, key: str) -> float | None:
+    found = config.mean(key)
+    return found.mean if found is not None else None
 
 
 def predicted_at_rate(row: LinkRow, rate_gbit_s: float) -> float:
@@ -149,16 +174,20 @@ def table(rows: list[LinkRow]) -> list[str]:
     if not rows:
         return []
     out = [
-        "| configuration | rate Gbit/s | link busbw GB/s | step ms [95% interval] | compute ms "
-        "| comm ms | overlapped ms | other ms | predicted ms | measured / predicted |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| configuration | strategy | nodes x ranks | rate Gbit/s | uplink MB/step predicted "
+        "| seen | link busbw GB/s | step ms [95% interval] | compute ms | comm ms "
+        "| overlapped ms | other ms | predicted ms | measured / predicted |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         s = r.step_ms
         step = f"{s.mean:.1f} [{s.low:.1f}, {s.high:.1f}]" if s.runs > 1 else f"{s.mean:.1f}"
+        nodes = r.nodes or r.world_size
+        seen = f"{r.uplink_seen / 1e6:.3f}" if r.uplink_seen is not None else ""
         out.append(
-            f"| {r.label} | {r.rate_gbit_s:g} | {r.busbw_gb_s:.4f} | {step} | {r.compute_ms:.1f} "
-            f"| {r.comm_ms():.1f} | {r.overlapped_ms:.1f} | {r.other_ms:.1f} ({r.source}) | "
-            f"{r.predicted_ms():.1f} | {r.error:+.1%} |"
+            f"| {r.label} | {r.strategy} | {nodes} x {r.world_size // nodes} | "
+            f"{r.rate_gbit_s:g} | {r.link_bytes() / 1e6:.3f} | {seen} | {r.busbw_gb_s:.4f} | "
+            f"{step} | {r.compute_ms:.1f} | {r.comm_ms():.1f} | {r.overlapped_ms:.1f} | "
+            f"{r.other_ms:.1f} ({r.source}) | {r.predicted_ms():.1f} | {r.error:+.1%} |"
         )
     return out

@@ -193,6 +193,8 @@ def _unjudged_line(arm: Configuration, base: Configuration, axis: str) -> str:
     said = "; ".join(
         f"{c.label()} has no completed run ({len(c.lost())} job(s) failed or stopped: "
         f"{', '.join(c.lost())})"
+        if not c.unwitnessed()
+        else f"{c.label()} has no run whose transport was verified ({_unwitnessed(c)})"
         for c in empty
     )
     return (
@@ -208,11 +210,25 @@ def _unfinished_line(job: dict[str, Any]) -> str:
     return f"- {job.get('job')}: {job.get('status')}: {shown}"
 
 
+def _unwitnessed(config: Configuration) -> str:
+    """The jobs of ``config`` left out because their transport check contradicts the arm."""
+    found = config.unwitnessed()
+    return f"{len(found)} job(s) not verified, left out: " + "; ".join(
+        f"{job}: {why}" for job, why in found
+    )
+
+
 def _lost(c: Comparison) -> str:
-    """What a comparison lacks: its jobs that failed or were stopped."""
-    if not c.lost:
-        return ""
-    return f"; {len(c.lost)} run(s) lost, their jobs failed or were stopped: {', '.join(c.lost)}"
+    """What a comparison lacks: its jobs that failed or were stopped, and those left out
+    because their transport was not verified."""
+    out = ""
+    if c.lost:
+        out += f"; {len(c.lost)} run(s) lost, their jobs failed or were stopped: "
+        out += ", ".join(c.lost)
+    for side in (c.arm, c.base):
+        if side.unwitnessed():
+            out += f"; {side.label()}: {_unwitnessed(side)}"
+    return out
 
 
 def _accuracy(c: Comparison) -> str:

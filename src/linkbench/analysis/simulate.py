@@ -1,6 +1,7 @@
 """Simulated comparisons of an adaptive sweep with a truth we choose, run by the sweeper's
 own rule: the check of the statistics (``tests/analysis/test_sequential.py``) and the
-measure of what a design costs (``benchmarks/spending.py``).
+measure of what a design costs (``benchmarks/spending.py``), each figure printed with its
+standard error (:func:`with_se`).
 
 A simulated comparison is an arm and its baseline run once per round, the order reversed in
 odd rounds as the sweeper runs them. After every round from the design's first look it
@@ -12,6 +13,7 @@ where the sweeper would (:attr:`linkbench.analysis.compare.Comparison.futile`)."
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -28,6 +30,19 @@ from linkbench.analysis.stats import DEFAULT_MARGIN
 # Futures per simulated comparison for its chance to be decided (the sweeper takes 2,000 for
 # the one it prints; 100 keep 20,000 comparisons within seconds, the rule's power the same).
 DRAWS = 100
+
+
+def with_se(values: Any, percent: bool = True) -> str:
+    """The mean of simulated ``values`` with its standard error (SD / sqrt(n)) beside it, as
+    the docs print every simulated figure: a percentage for shares (0/1 values, or each
+    sweep's fraction), plain for counts such as rounds (``percent=False``)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return ""
+    se = float(x.std(ddof=1)) / math.sqrt(x.size) if x.size > 1 else float("nan")
+    if percent:
+        return f"{100 * x.mean():.1f} ± {100 * se:.1f} %"
+    return f"{x.mean():.2f} ± {se:.2f}"
 
 
 def noise(rng: np.random.Generator, cv: float, kind: str, shape: tuple[int, int]) -> np.ndarray:

@@ -32,6 +32,11 @@ class Run:
     seed: int | None = None
 
 
+def witnessed(job: dict[str, Any]) -> bool:
+    """False where the job's transport check contradicts its arm (``verified`` false)."""
+    return (job.get("transport") or {}).get("verified") is not False
+
+
 @dataclass
 class Configuration:
     """One configuration of a sweep (its swept settings) and its jobs."""
@@ -52,10 +57,11 @@ class Configuration:
         return ", ".join(shown) or "(one configuration)"
 
     def runs(self) -> list[Run]:
-        """Every run of every completed job."""
+        """Every run of every completed job whose transport check did not contradict its arm
+        (:meth:`unwitnessed`)."""
         out = []
         for job in self.jobs:
-            if job.get("status") == "completed":
+            if job.get("status") == "completed" and witnessed(job):
                 for metrics in job.get("repeat_metrics") or [job["metrics"]]:
                     out.append(Run(metrics, job.get("round"), job.get("job"), job.get("seed")))
         return out
@@ -98,6 +104,16 @@ class Configuration:
         """The jobs of this configuration that did not complete (failed or interrupted): runs
         its comparisons lack."""
         return [str(j.get("job")) for j in self.jobs if j.get("status") != "completed"]
+
+    def unwitnessed(self) -> list[tuple[str, str]]:
+        """(job, why) for each completed job whose transport check contradicts its arm (an
+        emulated link that did not shape its traffic, NCCL off the arm's path): it did not
+        measure what its configuration says, so no figure or verdict counts it."""
+        return [
+            (str(j.get("job")), str(j["transport"].get("reason")))
+            for j in self.jobs
+            if j.get("status") == "completed" and not witnessed(j)
+        ]
 
     @property
     def status(self) -> str:

@@ -543,6 +543,17 @@ def _check_emulated(config: Config, machine: Machine, ranks: int) -> None:
     arm = config.interconnect
     if arm.name != InterconnectName.emulated:
         return
+    nodes = arm.nodes
+    require(
+        nodes is None or nodes <= ranks,
+        f"interconnect.nodes={nodes} is more nodes than this job's {ranks} rank(s); set at "
+        f"most interconnect.nodes={ranks}, or more devices.",
+    )
+    require(
+        nodes is None or ranks % nodes == 0,
+        f"interconnect.nodes={nodes} does not split this job's {ranks} ranks into nodes of "
+        f"equal size; choose a divisor of {ranks}, or devices= a multiple of {nodes}.",
+    )
     problem = rate_problem(arm.rate_gbit_s, ranks)
     require(problem is None, str(problem))
     problem = arm_override_problem(str(arm.expected_transport), dict(arm.env))

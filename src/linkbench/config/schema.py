@@ -180,6 +180,10 @@ class InterconnectConfig:
     """interconnect=emulated: one-way delay between two ranks, in ms (netem)."""
     jitter_ms: float = 0.0
     """interconnect=emulated: the delay's random variation, in ms (netem)."""
+    nodes: int | None = None
+    """interconnect=emulated: the world split into this many nodes of equal size; the ranks
+    of a node share its namespace (an unshaped path inside the node) and each node reaches
+    the others through its uplink, shaped to ``rate_gbit_s``. null: one node per rank."""
 
     def __post_init__(self) -> None:
         if self.name != InterconnectName.emulated:
@@ -189,7 +193,18 @@ class InterconnectConfig:
                 f"interconnect=emulated (this job has interconnect={self.name}); add "
                 "interconnect=emulated or remove them.",
             )
+            require(
+                self.nodes is None,
+                f"interconnect.nodes={self.nodes} splits an emulated cluster into nodes, only "
+                f"with interconnect=emulated (this job has interconnect={self.name}); add "
+                "interconnect=emulated or remove it.",
+            )
             return
+        require(
+            self.nodes is None or self.nodes >= 1,
+            f"interconnect.nodes={self.nodes} must be 1 or more (or null: one node per rank); "
+            "e.g. interconnect.nodes=2.",
+        )
         problem = rate_problem(self.rate_gbit_s)  # above 0, at most a NIC's, probed in 60 s
         require(problem is None, str(problem))
         require_not_negative("interconnect.", delay_ms=self.delay_ms, jitter_ms=self.jitter_ms)

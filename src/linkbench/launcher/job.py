@@ -170,7 +170,7 @@ def _run_repeats(
             finally:
                 link = None
                 if network is not None:
-                    link = {**(returns.get(0) or {}).get("link", {}), "ranks": _counters(network)}
+                    link = {**(returns.get(0) or {}).get("link", {}), "uplinks": _counters(network)}
                 record.add_transport(check_transport(run, link))
         record.add_conditions({"start": started, "end": snapshot()})
         returned = dict(returns[0])
@@ -209,7 +209,7 @@ def emulated_network(plan: JobPlan) -> Iterator[tuple[JobPlan, Network | None]]:
         yield plan, None
         return
     assert arm.rate_gbit_s is not None  # the schema requires it for this arm
-    spec = new_spec(arm.rate_gbit_s, arm.delay_ms, arm.jitter_ms, plan.nproc_per_node)
+    spec = new_spec(arm.rate_gbit_s, arm.delay_ms, arm.jitter_ms, plan.nproc_per_node, arm.nodes)
     with Network(spec) as network:
         for line in network.stale:
             log.warning("removed what a killed job left on this host: %s", line)

@@ -41,10 +41,22 @@ WIRE_PER_SEGMENT = MTU + 14
 MAX_RATE_GBIT_S = 400.0  # a 400 Gbit/s NIC; a host's veth pairs carry far less (docs/emulated.md)
 # tc's token bucket counts whole bytes per second: 8 bit/s is the slowest rate it expresses.
 TC_MIN_RATE_GBIT_S = 8e-9
+# Each end's token bucket holds BURST_S of the rate (at least MIN_BURST_BYTES): after an idle
+# spell it passes that much at once, faster than the rate.
+BURST_S = 0.002
+MIN_BURST_BYTES = 64 * 1024
 # The link probe every emulated job runs before its task (linkbench.worker.emulated.measure):
-# PROBE_CALLS timed all_reduce calls of PROBE_BYTES after one untimed.
+# one untimed all_reduce call of PROBE_BYTES, then a window of back-to-back timed ones, at
+# least PROBE_MIN_CALLS and at most PROBE_MAX_CALLS: enough that each link carries
+# 1/BUCKET_SHARE bursts in the window, so a full bucket adds at most BUCKET_SHARE to the rate
+# read (bytes through a token bucket in time t are at most burst + rate x t).
 PROBE_BYTES = 8 << 20
-PROBE_CALLS = 2
+PROBE_MIN_CALLS = 2
+PROBE_MAX_CALLS = 32
+BUCKET_SHARE = 0.005
+# A bus bandwidth more than this share above what the link carries as data is a measurement
+# error (a burst the bucket let through at once, or a timer's), never the link's rate.
+LIMIT_TOLERANCE = 0.01
 PROBE_LIMIT_S = 60.0  # the longest the probe may take: a slower link is refused before start
 # Below this share of what the rate lets through, the probe's measurement is warned about:
 # the host does not deliver the rate set.
@@ -57,20 +69,41 @@ def payload_gb_s(rate_gbit_s: float) -> float:
     return rate_gbit_s / 8 * MSS / WIRE_PER_SEGMENT
 
 
+def burst_bytes(rate_gbit_s: float) -> int:
+    """The token bucket's size at ``rate_gbit_s``: BURST_S of the rate, at least
+    MIN_BURST_BYTES."""
+    return max(MIN_BURST_BYTES, int(rate_gbit_s * 1e9 / 8 * BURST_S))
+
+
+def _link_bytes_per_call(ranks: int) -> float:
+    """Bytes each rank's link carries each way per all_reduce of PROBE_BYTES (a ring)."""
+    return PROBE_BYTES * 2 * (ranks - 1) / ranks
+
+
+def probe_calls(rate_gbit_s: float, ranks: int) -> int:
+    """The link probe's timed calls: enough that a full bucket adds at most BUCKET_SHARE."""
+    if ranks < 2:
+        return PROBE_MIN_CALLS
+    wanted = burst_bytes(rate_gbit_s) / BUCKET_SHARE / _link_bytes_per_call(ranks)
+    return min(PROBE_MAX_CALLS, max(PROBE_MIN_CALLS, math.ceil(wanted)))
+
+
 def probe_estimate_s(rate_gbit_s: float, ranks: int) -> float:
     """The least time the link probe takes on ``ranks`` ranks joined by links of
     ``rate_gbit_s``: each rank's link carries 2(n-1)/n of each all_reduce's bytes each way
     (a ring), in full segments; one rank has no link to probe."""
     if ranks < 2:
         return 0.0
-    link_bytes = (PROBE_CALLS + 1) * PROBE_BYTES * 2 * (ranks - 1) / ranks
+    link_bytes = (probe_calls(rate_gbit_s, ranks) + 1) * _link_bytes_per_call(ranks)
     return link_bytes / (payload_gb_s(rate_gbit_s) * 1e9)
 
 
 def min_rate_gbit_s(ranks: int) -> float:
     """The slowest rate, rounded up to two digits, whose probe on ``ranks`` ranks takes at
     most PROBE_LIMIT_S."""
-    exact = max(TC_MIN_RATE_GBIT_S, probe_estimate_s(1.0, max(ranks, 2)) / PROBE_LIMIT_S)
+    # So slow a link's bucket is MIN_BURST_BYTES: the probe makes its fewest calls.
+    at_1_gbit_s = (PROBE_MIN_CALLS + 1) * _link_bytes_per_call(max(ranks, 2)) / payload_gb_s(1.0)
+    exact = max(TC_MIN_RATE_GBIT_S, at_1_gbit_s / 1e9 / PROBE_LIMIT_S)
     step = 10 ** (math.floor(math.log10(exact)) - 1)
     return round(math.ceil(exact / step) * step, 12)
 
@@ -132,8 +165,8 @@ def rate_problem(rate_gbit_s: float | None, ranks: int = 2) -> str | None:
     probe_s = probe_estimate_s(rate_gbit_s, ranks)
     if probe_s > PROBE_LIMIT_S:
         return (
-            f"{key} would hold the link probe ({PROBE_CALLS + 1} all_reduce calls of "
-            f"{PROBE_BYTES >> 20} MiB over {ranks} ranks, before the task) for about "
+            f"{key} would hold the link probe ({probe_calls(rate_gbit_s, ranks) + 1} all_reduce "
+            f"calls of {PROBE_BYTES >> 20} MiB over {ranks} ranks, before the task) for about "
             f"{_duration(probe_s)}, more than the {PROBE_LIMIT_S:.0f} s allowed; set at least "
             f"{min_rate_gbit_s(ranks):g} Gbit/s, e.g. interconnect.rate_gbit_s=1."
         )
@@ -145,7 +178,7 @@ def rate_warning(spec: LinkSpec, measured_busbw_gb_s: float) -> str | None:
     lets through (the host cannot deliver the rate set); None otherwise."""
     expected = payload_gb_s(spec.rate_gbit_s)
     share = measured_busbw_gb_s / expected
-    if spec.ranks < 2 or share >= SHORTFALL_SHARE:
+    if spec.node_count < 2 or share >= SHORTFALL_SHARE:
         return None
     delay = ", or the delay's round trips," if spec.delay_ms or spec.jitter_ms else ""
     return (
@@ -157,14 +190,32 @@ def rate_warning(spec: LinkSpec, measured_busbw_gb_s: float) -> str | None:
     )
 
 
-def address(rank: int) -> str:
-    """Rank ``rank``'s address on the job's emulated network."""
-    return str(SUBNET.network_address + 1 + rank)
+def above_limit(spec: LinkSpec, busbw_gb_s: float, what: str) -> str | None:
+    """A sentence when ``what`` (a bus bandwidth on this link) reads more than LIMIT_TOLERANCE
+    above what the link carries as data: a measurement error, not a rate; None otherwise."""
+    limit = payload_gb_s(spec.rate_gbit_s)
+    if spec.node_count < 2 or busbw_gb_s <= limit * (1 + LIMIT_TOLERANCE):
+        return None
+    return (
+        f"{what} read {busbw_gb_s:.4g} GB/s, {busbw_gb_s / limit:.1%} of the {limit:.4g} GB/s "
+        f"that interconnect.rate_gbit_s={spec.rate_gbit_s:g} carries as data: more than the "
+        "link can carry, so a measurement error (a burst the token bucket let through at once, "
+        "or a timer's), not the link's rate"
+    )
+
+
+def address(node: int) -> str:
+    """Node ``node``'s address on the job's emulated network."""
+    return str(SUBNET.network_address + 1 + node)
 
 
 @dataclass(frozen=True)
 class LinkSpec:
-    """One run's emulated network, as the workers need it (picklable, part of the plan)."""
+    """One run's emulated network, as the workers need it (picklable, part of the plan): the
+    world's ``ranks`` in ``nodes`` nodes of equal size (0: one node per rank), rank r on node
+    r // (ranks / nodes). A node is one namespace: its ranks reach each other through its
+    loopback (the node's own fast path, unshaped), and the node reaches the others through
+    its uplink to the switch, shaped to the rate each way."""
 
     token: str
     """This run's identity in every name it makes (8 hex digits)."""
@@ -172,22 +223,44 @@ class LinkSpec:
     delay_ms: float
     jitter_ms: float
     ranks: int
+    nodes: int = 0
+
+    @property
+    def node_count(self) -> int:
+        return self.nodes or self.ranks
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.ranks // self.node_count
+
+    def node_of(self, rank: int) -> int:
+        return rank // self.ranks_per_node
+
+    def node_ranks(self, node: int) -> list[int]:
+        return list(range(node * self.ranks_per_node, (node + 1) * self.ranks_per_node))
 
     @property
     def ifname(self) -> str:
-        """The interface in every rank's namespace (15 characters at most)."""
+        """The uplink's interface in every node's namespace (15 characters at most)."""
         return f"lb{self.token}"
 
     @property
     def switch(self) -> str:
         return namespace(self.token, "switch")
 
+    def node_namespace(self, node: int) -> str:
+        return namespace(self.token, f"node{node}")
+
     def rank_namespace(self, rank: int) -> str:
-        return namespace(self.token, f"rank{rank}")
+        return self.node_namespace(self.node_of(rank))
+
+    def rank_address(self, rank: int) -> str:
+        """Rank ``rank``'s address: its node's."""
+        return address(self.node_of(rank))
 
     @property
     def namespaces(self) -> list[str]:
-        return [self.switch, *(self.rank_namespace(r) for r in range(self.ranks))]
+        return [self.switch, *(self.node_namespace(n) for n in range(self.node_count))]
 
     @property
     def store_address(self) -> str:
@@ -200,6 +273,8 @@ class LinkSpec:
             "delay_ms": self.delay_ms,
             "jitter_ms": self.jitter_ms,
             "topology": "star",
+            "nodes": self.node_count,
+            "ranks_per_node": self.ranks_per_node,
             "mtu": MTU,
             "payload_gb_s": payload_gb_s(self.rate_gbit_s),
         }
@@ -283,23 +358,27 @@ def own_connections(pid: int | str = "self") -> list[tuple[str, str]]:
 
 
 def check_connections(connections: list[tuple[str, str]], spec: LinkSpec, rank: int) -> dict:
-    """Whether rank ``rank``'s connections to other ranks all run from its
+    """Whether rank ``rank``'s connections to ranks of other nodes all run from its node's
     emulated address to theirs, over the link: the transport check of an emulated arm. A
-    connection to its own address (the rendezvous store rank 0 serves to itself) stays in
-    its namespace and is counted apart."""
-    mine = address(rank)
-    peers = {address(r) for r in range(spec.ranks) if r != rank}
+    connection to its own node's address (the rendezvous store rank 0 serves to itself, the
+    ranks of its node) stays in the node's namespace and is counted apart."""
+    mine = spec.rank_address(rank)
+    peers = {address(n) for n in range(spec.node_count)} - {mine}
     to_peers = [c for c in connections if c[0] == mine and c[1] in peers]
     own = [c for c in connections if c == (mine, mine)]
     off = sorted({f"{a}->{b}" for a, b in connections if (a, b) not in {*to_peers, *own}})
     out: dict[str, Any] = {"to_peers": len(to_peers), "to_itself": len(own), "address": mine}
     if off:
         return {**out, "verified": False, "reason": f"connections off the link: {off}"}
-    if spec.ranks > 1 and not to_peers:
-        return {**out, "verified": False, "reason": f"rank {rank} had no connection to a peer"}
+    if spec.node_count > 1 and not to_peers:
+        return {
+            **out,
+            "verified": False,
+            "reason": f"rank {rank} had no connection to another node",
+        }
     return {
         **out,
         "verified": True,
-        "reason": f"all {len(to_peers)} TCP connections of rank {rank} to other ranks ran over "
+        "reason": f"all {len(to_peers)} TCP connections of rank {rank} to other nodes ran over "
         f"{spec.ifname}, between emulated addresses",
     }

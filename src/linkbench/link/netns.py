@@ -6,7 +6,7 @@ call bounded by a timeout. pyroute2 (pure-Python netlink) was tried first and dr
 pair that the kernel had made (once in a few dozen networks), which would hang a sweep.
 ``tc``'s own refusals (``Specified qdisc kind is unknown``) are passed on as they are.
 
-Every name carries the run's token (``linkbench-<token>-switch``, ``linkbench-<token>-rank<N>``).
+Every name carries the run's token (``linkbench-<token>-switch``, ``linkbench-<token>-node<N>``).
 A run touches only what a run recorded that it made (:mod:`linkbench.link.records`): before
 it makes a namespace, :class:`Network` records it, with the boot id and the launcher's pid
 and start time, and adds the namespace's identity once it is made; each worker records
@@ -39,7 +39,7 @@ from types import FrameType
 from typing import Any
 
 from linkbench.errors import ConfigError
-from linkbench.link.emulated import MTU, SUBNET, LinkSpec, address, rate_problem
+from linkbench.link.emulated import MTU, SUBNET, LinkSpec, address, burst_bytes, rate_problem
 from linkbench.link.records import (
     RECORD_DIR,
     NetworkRecord,
@@ -55,7 +55,6 @@ from linkbench.link.records import (
 )
 
 TBF_LATENCY = "100ms"  # how long a packet may wait in the token bucket's queue
-BURST_S = 0.002  # the bucket holds 2 ms of the rate (256 KB at 1 Gbit/s)
 NETEM_LIMIT = 10_000  # packets netem may hold (its default 1,000 drops at long delays)
 CALL_TIMEOUT_S = 20.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -359,14 +358,14 @@ class Network:
             self._add_namespace(name)
         call("ip", "-n", switch, "link", "add", "switch", "type", "bridge")
         call("ip", "-n", switch, "link", "set", "switch", "up")
-        for rank in range(spec.ranks):
-            ns, port = spec.rank_namespace(rank), f"port{rank}"
+        for node in range(spec.node_count):
+            ns, port = spec.node_namespace(node), f"port{node}"
             call("ip", "-n", switch, "link", "add", port, "mtu", str(MTU), "type", "veth",
                  "peer", "name", spec.ifname, "mtu", str(MTU), "netns", ns)  # fmt: skip
             call("ip", "-n", switch, "link", "set", port, "master", "switch", "up")
             self._shape(switch, port, uplink=False)
             call("ip", "-n", ns, "link", "set", "lo", "up")
-            call("ip", "-n", ns, "addr", "add", f"{address(rank)}/{SUBNET.prefixlen}",
+            call("ip", "-n", ns, "addr", "add", f"{address(node)}/{SUBNET.prefixlen}",
                  "dev", spec.ifname)  # fmt: skip
             call("ip", "-n", ns, "link", "set", spec.ifname, "up")
             self._shape(ns, spec.ifname, uplink=True)
@@ -374,9 +373,8 @@ class Network:
     def _shape(self, ns: str, device: str, uplink: bool) -> None:
         """The rate on this end's egress; on a rank's uplink, the delay before it."""
         spec = self.spec
-        rate_bytes = spec.rate_gbit_s * 1e9 / 8
         bucket = ["tbf", "rate", f"{round(spec.rate_gbit_s * 1e9)}bit",
-                  "burst", str(max(64 * 1024, int(rate_bytes * BURST_S))),
+                  "burst", str(burst_bytes(spec.rate_gbit_s)),
                   "latency", TBF_LATENCY]  # fmt: skip
         qdisc = ("tc", "-n", ns, "qdisc", "add", "dev", device)
         if uplink and (spec.delay_ms or spec.jitter_ms):
@@ -387,27 +385,28 @@ class Network:
             self._call(*qdisc, "root", "handle", "1:", *bucket)
 
     def counters(self) -> list[dict[str, Any]]:
-        """Each rank's interface counters (bytes and packets each way, drops) so far, and
-        the token bucket's own on each end of its link (``tc -s qdisc``: the bytes it passed,
+        """Each node's uplink: its interface counters (bytes and packets each way, drops) so
+        far, and the token bucket's own on each end (``tc -s qdisc``: the bytes it passed,
         the packets it held back for the rate, ``overlimits``, and dropped): the witness that
         the shaping happened."""
         out = []
         switch = self.spec.switch
-        for rank in range(self.spec.ranks):
-            ns = self.spec.rank_namespace(rank)
+        for node in range(self.spec.node_count):
+            ns = self.spec.node_namespace(node)
             shown = json.loads(run("ip", "-n", ns, "-s", "-j", "link", "show", self.spec.ifname))
             stats = shown[0].get("stats64", {})
             tx, rx = stats.get("tx", {}), stats.get("rx", {})
             out.append(
                 {
-                    "rank": rank,
+                    "node": node,
+                    "ranks": self.spec.node_ranks(node),
                     "tx_bytes": tx.get("bytes", 0),
                     "rx_bytes": rx.get("bytes", 0),
                     "tx_packets": tx.get("packets", 0),
                     "rx_packets": rx.get("packets", 0),
                     "tx_dropped": tx.get("dropped", 0),
                     "shaper_out": _bucket(ns, self.spec.ifname),
-                    "shaper_in": _bucket(switch, f"port{rank}"),
+                    "shaper_in": _bucket(switch, f"port{node}"),
                 }
             )
         return out
@@ -422,6 +421,8 @@ def _bucket(ns: str, device: str) -> dict[str, int]:
     return {}
 
 
-def new_spec(rate_gbit_s: float, delay_ms: float, jitter_ms: float, ranks: int) -> LinkSpec:
-    """A run's link with a fresh token."""
-    return LinkSpec(secrets.token_hex(4), rate_gbit_s, delay_ms, jitter_ms, ranks)
+def new_spec(
+    rate_gbit_s: float, delay_ms: float, jitter_ms: float, ranks: int, nodes: int | None = None
+) -> LinkSpec:
+    """A run's link with a fresh token: ``ranks`` in ``nodes`` nodes (None: one per rank)."""
+    return LinkSpec(secrets.token_hex(4), rate_gbit_s, delay_ms, jitter_ms, ranks, nodes or 0)

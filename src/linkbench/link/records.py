@@ -5,7 +5,7 @@ proof that its maker is gone (anyone may delete one). So before it makes anythin
 launcher writes ``/run/linkbench/<token>.json``: the token, the host's boot id, the
 launcher's pid and start time (field 22 of ``/proc/<pid>/stat``) and pid namespace, and the
 names of the namespaces it is about to make; each namespace's identity (the inode of its
-nsfs file) is added as soon as it is made. Each worker, before it enters its rank's
+nsfs file) is added as soon as it is made. Each worker, before it enters its node's
 namespace, writes ``/run/linkbench/<token>.pid<N>.json`` with its own pid and start time.
 
 The launcher is alive while a process of its pid with its start time runs on the same boot;
@@ -35,11 +35,11 @@ RECORD_FORMAT = 1
 TOKEN = re.compile(r"[0-9a-f]{8}")
 NETWORK_RECORD = re.compile(r"(?P<token>[0-9a-f]{8})\.json")
 PROCESS_RECORD = re.compile(r"(?P<token>[0-9a-f]{8})\.pid(?P<pid>[0-9]+)\.json")
-ROLE = re.compile(r"switch|rank(0|[1-9][0-9]*)")
+ROLE = re.compile(r"switch|node(0|[1-9][0-9]*)")
 
 
 def namespace(token: str, role: str) -> str:
-    """The name of one of a run's namespaces (``role``: ``switch`` or ``rank<N>``)."""
+    """The name of one of a run's namespaces (``role``: ``switch`` or ``node<N>``)."""
     return f"{PREFIX}-{token}-{role}"
 
 

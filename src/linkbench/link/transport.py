@@ -87,34 +87,38 @@ def verify(
 
 def verify_link(link: dict[str, Any], nccl: dict[str, Any]) -> dict[str, Any]:
     """An emulated arm's check (``link``: what rank 0 recorded of its sockets, the link
-    probe's bytes and every rank's interface counters), on top of NCCL's (``nccl``)."""
-    sockets, ranks = link.get("sockets"), link.get("ranks", [])
+    probe's bytes and every node's uplink counters), on top of NCCL's (``nccl``)."""
+    sockets, uplinks = link.get("sockets"), link.get("uplinks", [])
     base = {**nccl, "transport": f"emulated link ({nccl['transport']})"}
-    if not sockets or not ranks:
+    if not sockets or not uplinks:
         reason = "the run ended before rank 0 checked its sockets, or the counters were lost"
         return {**base, "verified": None, "reason": reason}
-    n = len(ranks)
-    if n < 2:
-        reason = "one rank: nothing crosses the link, so it witnesses nothing"
+    nodes = len(uplinks)
+    if nodes < 2:
+        reason = "one node: nothing crosses the link, so it witnesses nothing"
         return {**base, "verified": None, "reason": reason}
     if not sockets["verified"]:
         return {**base, "verified": False, "reason": sockets["reason"]}
-    floor = link.get("probe_bytes", 0) * 2 * (n - 1) / n  # one probe call's share
-    short = [r["rank"] for r in ranks if r["tx_bytes"] < floor]
+    if link.get("above_limit"):  # the rate read is not the link's: it was not shaped
+        return {**base, "verified": False, "reason": link["above_limit"]}
+    # One probe call's share: however the nodes' ranks reduce among themselves first, the
+    # nodes' all-reduce moves at least 2(N-1)/N of its bytes through each node's uplink.
+    floor = link.get("probe_bytes", 0) * 2 * (nodes - 1) / nodes
+    short = [u["node"] for u in uplinks if u["tx_bytes"] < floor]
     if short:
         return {
             **base,
             "verified": False,
-            "reason": f"the emulated interface of rank(s) {short} sent less than the link "
-            f"probe alone must ({floor:,.0f} bytes)",
+            "reason": f"the uplink of node(s) {short} sent less than the link probe alone "
+            f"must ({floor:,.0f} bytes)",
         }
     if nccl["verified"] is False:
         return {**base, "verified": False, "reason": nccl["reason"]}
-    buckets = [r[end] for r in ranks for end in ("shaper_out", "shaper_in") if r.get(end)]
+    buckets = [u[end] for u in uplinks for end in ("shaper_out", "shaper_in") if u.get(end)]
     if buckets and not sum(b["bytes"] for b in buckets):
         reason = "the link's token buckets passed no bytes: the traffic did not cross the shaper"
         return {**base, "verified": False, "reason": reason}
-    sent = ", ".join(f"rank {r['rank']} {r['tx_bytes'] / 1e6:,.1f} MB" for r in ranks)
+    sent = ", ".join(f"node {u['node']} {u['tx_bytes'] / 1e6:,.1f} MB" for u in uplinks)
     reason = f"{sockets['reason']}; sent over the link: {sent}"
     if buckets:
         held = sum(b["overlimits"] for b in buckets)

@@ -36,6 +36,7 @@ from torch import nn
 from linkbench.config.schema import Config, StrategyConfig, require
 from linkbench.config.strategies import FSDPStrategy
 from linkbench.config.targets import import_class
+from linkbench.link.crossing import Call
 from linkbench.parts import ddp
 from linkbench.parts.delay import CommDelay
 from linkbench.parts.optim import optimizer_class
@@ -136,6 +137,13 @@ class Parallel:
         """The size of one message of ``op`` (a bucket, a unit's parameters)."""
         raise NotImplementedError
 
+    def calls_per_step(self, config: Config) -> list[Call]:
+        """Each collective call of a step as (op, the whole tensor's bytes, a broadcast's
+        source rank): what :mod:`linkbench.link.crossing` turns into the bytes through each
+        node's uplink. By default one call per op of :meth:`comm_bytes` (splitting a call in
+        buckets moves the same bytes)."""
+        return [(op, size, 0) for op, size in self.comm_bytes(config).items()]
+
     def messages(self, config: Config) -> list[dict[str, float | str]]:
         """Per collective: its message size and how many messages a step sends."""
         out: list[dict[str, float | str]] = []
@@ -194,6 +202,16 @@ class DataParallel(Parallel):
         grads = tensor_bytes(p for p in self.module.parameters() if p.requires_grad)
         return {} if wire is None else {"all_reduce": grads * wire}
 
+    def calls_per_step(self, config: Config) -> list[Call]:
+        """The gradient all-reduce, and the buffers (BatchNorm's statistics) DDP broadcasts
+        from rank 0 before every forward (``broadcast_buffers``, its default)."""
+        grads = DataParallel.comm_bytes(self, config)  # a subclass's own calls are its own
+        calls: list[Call] = [(op, size, 0) for op, size in grads.items()]
+        buffers = tensor_bytes(self.module.buffers())
+        if buffers and self.ddp.broadcast_buffers:
+            calls.append(("broadcast", float(buffers), 0))
+        return calls
+
 
 class ZeroOne(DataParallel):
     """DDP with ZeroRedundancyOptimizer: gradients all-reduced, updated shards broadcast."""
@@ -247,6 +265,13 @@ class ZeroOne(DataParallel):
     def comm_bytes(self, config: Config) -> dict[str, float]:
         params = tensor_bytes(p for p in self.module.parameters() if p.requires_grad)
         return {**super().comm_bytes(config), "broadcast": float(params)}
+
+    def calls_per_step(self, config: Config) -> list[Call]:
+        """Each rank broadcasts the parameters it updated (about 1/n of them, as the
+        optimizer partitioned them) from itself."""
+        n = dist.get_world_size()
+        share = self.comm_bytes(config)["broadcast"] / n
+        return super().calls_per_step(config) + [("broadcast", share, r) for r in range(n)]
 
     @contextlib.contextmanager
     def without_gradient_sync(

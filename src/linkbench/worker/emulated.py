@@ -1,6 +1,6 @@
 """A worker on an emulated link (``interconnect=emulated``): its namespace, its rendezvous
-over the link, the link's measured rate (and a warning when it falls well short of the rate
-set) and the check of its own sockets.
+over the link, the link's measured rate (with a sentence when it falls well short of the rate
+set, or reads above what the link carries) and the check of its own sockets.
 
 The launcher made the run's namespaces (:mod:`linkbench.link.netns`); each worker moves into
 its rank's before it opens a socket, and the ranks meet at a TCPStore that rank 0 serves on
@@ -11,25 +11,26 @@ on the host's loopback is out of the namespaces' reach).
 from __future__ import annotations
 
 import logging
-import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-import torch
 import torch.distributed as dist
 
-from linkbench.link.bandwidth import bandwidths_gb_s
 from linkbench.link.emulated import (
     PROBE_BYTES,
-    PROBE_CALLS,
+    PROBE_MIN_CALLS,
     STORE_PORT,
     LinkSpec,
+    above_limit,
     check_connections,
     entered,
     own_connections,
+    probe_calls,
     rate_warning,
 )
 from linkbench.parts.rank import Rank
+from linkbench.worker.collectives import time_collective
 
 log = logging.getLogger("linkbench")
 
@@ -46,32 +47,35 @@ def store(spec: LinkSpec, rank: int, world_size: int, timeout_s: float) -> dist.
 
 
 def measure(me: Rank, spec: LinkSpec | None = None) -> dict[str, Any]:
-    """The fastest of a few all_reduce calls of PROBE_BYTES (every rank calls it): the link's
-    bus bandwidth as the job sees it, before the task runs. Where it is below what the rate
-    of ``spec`` (by default the link this process entered) lets through by more than the
-    allowed shortfall, ``rate_warning`` says so in a sentence, which rank 0 also logs."""
-    tensor = torch.zeros(PROBE_BYTES // 4, device=me.device)
-    times = []
-    for call in range(PROBE_CALLS + 1):
-        dist.barrier()
-        started = time.perf_counter()
-        dist.all_reduce(tensor)
-        if me.device.type == "cuda":
-            torch.cuda.synchronize(me.device)
-        if call:
-            times.append(time.perf_counter() - started)
-    busbw = bandwidths_gb_s("all_reduce", PROBE_BYTES, min(times), me.world_size)[1]
+    """The link's bus bandwidth as the job sees it, before the task runs, by the task's own
+    definition (``task=allreduce``'s row for PROBE_BYTES, :func:`linkbench.worker.collectives.
+    time_collective`): one untimed all_reduce, then a window of back-to-back timed calls long
+    enough that the token bucket's burst adds at most BUCKET_SHARE (every rank calls it).
+
+    Where the reading is below what the rate of ``spec`` (by default the link this process
+    entered) lets through by more than the allowed shortfall, ``rate_warning`` says so; where
+    it is above what the link carries, ``above_limit`` says it is a measurement error. Rank 0
+    logs either."""
+    spec = spec or entered()
+    calls = probe_calls(spec.rate_gbit_s, me.world_size) if spec else PROBE_MIN_CALLS
+    row = time_collective("all_reduce", PROBE_BYTES, "float32", 1, calls, me)
+    busbw = row["busbw_gb_s"]
     measured: dict[str, Any] = {
         "measured_busbw_gb_s": busbw,
         "probe_bytes": PROBE_BYTES,
-        "probe_s": times,
+        "probe_calls": calls,
+        "probe_window_s": row["time_us"] * calls / 1e6,
+        "probe_window_s_max": row["time_us_max"] * calls / 1e6,
     }
-    spec = spec or entered()
-    warning = rate_warning(spec, busbw) if spec is not None else None
-    if warning is not None:
-        measured["rate_warning"] = warning
-        if me.is_main:
-            log.warning("!!! %s", warning)
+    if spec is not None:
+        said = {
+            "rate_warning": rate_warning(spec, busbw),
+            "above_limit": above_limit(spec, busbw, "the link probe"),
+        }
+        measured.update({k: v for k, v in said.items() if v})
+    for sentence in (measured.get("rate_warning"), measured.get("above_limit")):
+        if sentence and me.is_main:
+            log.warning("!!! %s", sentence)
     return measured
 
 
@@ -82,3 +86,49 @@ def check_sockets(
     open: after the link probe), checked against the link."""
     seen = sorted(set(own_connections()) | set(earlier or []))
     return check_connections(seen, spec, me.rank)
+
+
+def interface_bytes(ifname: str) -> tuple[int, int] | None:
+    """(sent, received) bytes of ``ifname`` so far, in this process's network namespace
+    (``/proc/self/net/dev``, which follows the namespace a process entered; ``/sys/class/net``
+    shows the one sysfs was mounted in); None where it has no such interface."""
+    for line in Path("/proc/self/net/dev").read_text().splitlines()[2:]:
+        name, _, fields = line.partition(":")
+        if name.strip() == ifname:
+            values = fields.split()
+            return int(values[8]), int(values[0])
+    return None
+
+
+class UplinkCounter:
+    """The bytes this rank's node sent and received through its uplink over the timed steps
+    (the interface's own counters, which count TCP payload and one set of headers per
+    segmentation-offload packet): what the strategy's bytes per step are checked against."""
+
+    def __init__(self, spec: LinkSpec | None) -> None:
+        self.spec = spec
+        self._start: tuple[int, int] | None = None
+
+    def start(self) -> None:
+        if self.spec is not None:
+            self._start = interface_bytes(self.spec.ifname)
+
+    def stop(self, me: Rank, steps: int) -> list[dict[str, Any]] | None:
+        """Every node's bytes per timed step, sent and received (collective: every rank
+        calls it; one rank of each node reads for its node); None off an emulated link."""
+        if self.spec is None:
+            return None
+        now = interface_bytes(self.spec.ifname)
+        mine = None
+        if self._start is not None and now is not None and steps:
+            mine = {
+                "node": self.spec.node_of(me.rank),
+                "tx_bytes_per_step": (now[0] - self._start[0]) / steps,
+                "rx_bytes_per_step": (now[1] - self._start[1]) / steps,
+            }
+        every: list[Any] = [None] * me.world_size
+        dist.all_gather_object(every, mine)
+        by_node = {r["node"]: r for r in every if r is not None}
+        if len(by_node) < self.spec.node_count:
+            return None
+        return [by_node[n] for n in range(self.spec.node_count)]

@@ -175,7 +175,12 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         if me.is_main:
             if plan.link is not None and link is not None:
                 sockets = check_sockets(plan.link, me, opened)
-                out["link"] = {**plan.link.settings(), **link, "sockets": sockets}
+                out["link"] = {
+                    **plan.link.settings(),
+                    **link,
+                    **out.get("link", {}),
+                    "sockets": sockets,
+                }
             out["worker_nccl_env"] = nccl_environment()
             timeline = out.setdefault("timeline", {})
             timeline.update(task_started_at=task_started_at, task_ended_at=time.time())

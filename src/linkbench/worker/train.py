@@ -27,6 +27,7 @@ import torch.distributed as dist
 from linkbench.config.plan import JobPlan
 from linkbench.config.schema import Config, PrecisionName
 from linkbench.files import METRICS_FILE, RESULT_FILE, write_json
+from linkbench.link.crossing import PREDICTED_BACKENDS, uplink_bytes
 from linkbench.metrics import probe_mark
 from linkbench.parts import precision
 from linkbench.parts.data import Batches, make_batches
@@ -37,6 +38,7 @@ from linkbench.worker import checkpoint, phases, probe
 from linkbench.worker.board import Board
 from linkbench.worker.compile_cache import cache_counters, use_cache
 from linkbench.worker.counters import CounterSampler, combine
+from linkbench.worker.emulated import UplinkCounter
 from linkbench.worker.evaluate import evaluate
 from linkbench.worker.profiling import record_trace
 from linkbench.worker.stepper import Stepper
@@ -133,6 +135,8 @@ class TrainingRun:
         self.first_step_s: float | None = None
         self.timeline: dict[str, float] = {}
         self.counters = CounterSampler(me.device, self.cfg.hw_sample_hz)
+        self.uplink = UplinkCounter(plan.link)
+        self.uplinks: list[dict[str, Any]] | None = None
         phases.mark("set_up")
 
     def run(self) -> None:
@@ -144,6 +148,7 @@ class TrainingRun:
         crash_at = cfg.debug.crash_at_step if me.rank == cfg.debug.crash_rank else None
         if self.timed_from == self.first:
             self.counters.start()
+            self.uplink.start()
             self.timer.start()
         started = time.perf_counter()
         for done in range(self.first + 1, steps + 1):
@@ -163,6 +168,7 @@ class TrainingRun:
             if done == self.timed_from:
                 phases.mark("untimed_steps")
                 self.counters.start()
+                self.uplink.start()
                 self.timer.start()
             if done % log_every == 0 or done == steps:
                 self._log_step(done)
@@ -242,6 +248,7 @@ class TrainingRun:
             # Peak memory of the training steps, before the probe may capture a second graph.
             metrics["max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
         metrics["lr"] = self.plan.lr
+        self.uplinks = self.uplink.stop(me, metrics["timed_steps"])
         return metrics
 
     def every_ranks_counters(self, timed_steps: int) -> dict[str, Any]:
@@ -249,6 +256,31 @@ class TrainingRun:
         hw: list[Any] = [None] * self.me.world_size
         dist.all_gather_object(hw, self.counters.stop(timed_steps))
         return combine(hw)
+
+
+def uplinks_per_step(run: TrainingRun, plan: JobPlan) -> dict[str, Any]:
+    """On an emulated link: each node's uplink bytes per timed step, seen by its interface
+    counters beside what the strategy's collectives must send through it (gloo's algorithms,
+    :mod:`linkbench.link.crossing`); the busiest uplink's, seen and predicted, as metrics."""
+    spec, seen = plan.link, run.uplinks
+    if spec is None or seen is None:
+        return {}
+    out: dict[str, Any] = {"uplinks": seen, "strategy": str(plan.config.strategy.name)}
+    busiest = max(max(u["tx_bytes_per_step"], u["rx_bytes_per_step"]) for u in seen)
+    metrics = {"uplink_bytes_per_step": busiest}
+    if plan.backend in PREDICTED_BACKENDS:
+        calls = run.stepper.parallel.calls_per_step(plan.config)
+        predicted = uplink_bytes(calls, spec.ranks, spec.node_count)
+        for node, bytes_ in zip(seen, predicted, strict=True):
+            node["predicted_tx_bytes_per_step"] = bytes_["tx_bytes"]
+            node["predicted_rx_bytes_per_step"] = bytes_["rx_bytes"]
+        out["calls"] = [list(c) for c in calls]
+        metrics["uplink_bytes_per_step_predicted"] = max(
+            max(u["tx_bytes"], u["rx_bytes"]) for u in predicted
+        )
+    else:
+        out["not_predicted"] = f"backend {plan.backend}: its algorithm per call is not modelled"
+    return {**out, "metrics": metrics}
 
 
 def hw_scalars(hw: dict[str, Any]) -> dict[str, float]:
@@ -334,11 +366,17 @@ class Train(Task):
         phases.mark("probe")
         if board is None:
             return {}
+        crossing = uplinks_per_step(run, plan)
+        if crossing:
+            metrics.update(crossing.pop("metrics"))
         if "comm_exposed_ms" in metrics:
             shown = ("comm_exposed_ms", "comm_fraction", "compute_step_ms")
             board.scalars(plan.steps, {f"perf/{key}": metrics[key] for key in shown})
         board.scalars(plan.steps, hw_scalars(hw))
-        return {"metrics": metrics, "timeline": run.timeline, "hw": hw}
+        out = {"metrics": metrics, "timeline": run.timeline, "hw": hw}
+        if crossing:
+            out["link"] = {"per_step": crossing}
+        return out
 
     @classmethod
     def report(cls, result: dict[str, Any]) -> None:
