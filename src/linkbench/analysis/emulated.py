@@ -162,10 +162,12 @@ def predicted_at_rate(row: LinkRow, rate_gbit_s: float) -> float:
 
 NOTE = (
     "Each configuration's step time beside what its link predicts: the computing time of a "
-    "synced step, plus the bytes all-reduced per step over the bus bandwidth the run measured "
-    "on its link, less the communication that overlapped the computing, plus the rest (from the "
-    "trace with profile=trace; else the no_sync probe's step and DDP's overlap, no rest). The "
-    "rate is the one set; at MTU 1500 a link carries 95.6 % of it as data (the headers)."
+    "synced step, plus the bytes the busiest node uplink carries per step one way (predicted "
+    "from the strategy's calls and gloo's algorithms, beside what its counters saw) over the "
+    "bus bandwidth the run measured on its link, less the communication that overlapped the "
+    "computing, plus the rest (from the trace with profile=trace; else the no_sync probe's "
+    "step and DDP's overlap, no rest, DDP only). The rate is the one set; at MTU 1500 a link "
+    "carries 95.6 % of it as data (the headers)."
 )
 
 

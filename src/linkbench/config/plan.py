@@ -686,6 +686,9 @@ def make_plan(
     _check_machine(config, nnodes * nproc)
     config.strategy.check(config)  # its own keys, before the layout they make
     layout = _layout(config, nnodes * nproc)
+    nodes = config.interconnect.nodes if config.interconnect.name == "emulated" else nnodes
+    strategy = config.strategy.resolve(config, nodes or nnodes, layout.data)
+    config = dataclasses.replace(config, strategy=strategy)
     task = config.task.spec()
     global_batch = config.batch * layout.data
     steps_per_epoch = None

@@ -409,6 +409,11 @@ class StrategyConfig:
         the world by them (:mod:`linkbench.config.layout`). Data-parallel only: (1, 1)."""
         return 1, 1
 
+    def resolve(self, config: Config, nodes: int, data: int) -> StrategyConfig:
+        """This option with what it leaves to the job filled in, from the job's ``nodes`` and
+        ``data``-parallel ranks (the plan calls it; the option as given by default)."""
+        return self
+
     def check(self, config: Config) -> None:
         """Refuse, in one sentence naming the key and the fix, what this strategy cannot run
         (a ConfigError); runs in the plan, before any worker starts. A capability the

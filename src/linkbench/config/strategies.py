@@ -10,9 +10,10 @@ in :data:`STRATEGIES`) and one runtime class."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-from linkbench.config.schema import StrategyConfig, TensorDtype
+from linkbench.config.schema import Config, StrategyConfig, TensorDtype, require
 
 
 @dataclass
@@ -64,8 +65,41 @@ class FSDPStrategy(StrategyConfig):
     compression_hint = ", or strategy.reduce_dtype=bfloat16 to compress FSDP's gradients"
 
 
+@dataclass
+class HSDPStrategy(FSDPStrategy):
+    """``strategy=hsdp``: hybrid sharding, FSDP2 on a 2-D mesh (``fully_shard(mesh=mesh[
+    "replicate", "shard"])``): the model sharded over the ranks of a node, replicated across
+    nodes, so only the gradient shards' all-reduce crosses between nodes."""
+
+    name: str = "hsdp"
+    replicas: int | None = None
+    """Replicas of the sharded model (the mesh's ``replicate`` dimension); each shards it
+    over world / replicas ranks. null: one per node (``interconnect.nodes`` on an emulated
+    cluster, the launcher's nodes under torchrun or SLURM)."""
+
+    def resolve(self, config: Config, nodes: int, data: int) -> StrategyConfig:
+        """The replicas: as given, or one per node; at least 2 (one is strategy=fsdp), a
+        divisor of the data-parallel ranks."""
+        replicas = self.replicas or nodes
+        require(
+            replicas >= 2,
+            f"strategy=hsdp replicates the sharded model across nodes and this job has "
+            f"{'strategy.replicas=1' if self.replicas else 'one node'}; run it on an emulated "
+            "cluster (interconnect=emulated interconnect.nodes=2 devices=4) or across nodes "
+            "under torchrun or SLURM, set strategy.replicas=2 or more, or use strategy=fsdp.",
+        )
+        require(
+            data % replicas == 0,
+            f"strategy=hsdp with {replicas} replicas does not divide this job's {data} "
+            f"data-parallel ranks; set strategy.replicas to a divisor of {data}, or devices= "
+            f"a multiple of {replicas}.",
+        )
+        return dataclasses.replace(self, replicas=replicas)
+
+
 STRATEGIES: dict[str, type[StrategyConfig]] = {
     "ddp": DDPStrategy,
     "zero1": ZeroOneStrategy,
     "fsdp": FSDPStrategy,
+    "hsdp": HSDPStrategy,
 }

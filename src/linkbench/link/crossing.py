@@ -23,16 +23,29 @@ which (``nccl_log``): that path is not predicted here yet.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
-Call = tuple[str, float, int]
-"""One collective call: (op, bytes of the whole tensor, the source rank of a broadcast)."""
+
+class Call(NamedTuple):
+    """One collective call of a step."""
+
+    op: str
+    size: float
+    """Bytes of the whole tensor: the all-reduced, the gathered, or the reduce-scatter's
+    input."""
+    src: int = 0
+    """A broadcast's source (a global rank)."""
+    group: tuple[int, ...] = ()
+    """The global ranks of its process group in the group's rank order (empty: the world)."""
+
 
 PREDICTED_BACKENDS = ("gloo",)
 
 
 def binomial_tree(world: int, src: int = 0) -> list[tuple[int, int]]:
-    """(sender, receiver) of gloo's broadcast from ``src`` over ``world`` ranks."""
+    """(sender, receiver) positions of gloo's broadcast from position ``src`` over ``world``
+    ranks."""
     edges = []
     for v in range(world):
         step = 1
@@ -44,20 +57,23 @@ def binomial_tree(world: int, src: int = 0) -> list[tuple[int, int]]:
 
 
 def pair_bytes(
-    op: str, size_bytes: float, world: int, src: int = 0
+    op: str, size_bytes: float, world: int, src: int = 0, group: Sequence[int] = ()
 ) -> dict[tuple[int, int], float]:
-    """Payload bytes rank a sends to rank b, {(a, b): bytes}, for one gloo call of ``op`` on
-    a tensor of ``size_bytes`` (the all-reduced, the gathered, or the reduce-scatter's input)."""
-    n = world
+    """Payload bytes global rank a sends to global rank b, {(a, b): bytes}, for one gloo call
+    of ``op`` on a tensor of ``size_bytes`` over ``group`` (default: the world's ranks)."""
+    ranks = list(group) or list(range(world))
+    n = len(ranks)
     if n < 2:
         return {}
     if op in ("all_reduce", "reduce_scatter"):
-        return {(r, (r - 1) % n): 2 * (n - 1) / n * size_bytes for r in range(n)}
-    if op == "all_gather":
-        return {(r, (r + 1) % n): (n - 1) / n * size_bytes for r in range(n)}
-    if op == "broadcast":
-        return dict.fromkeys(binomial_tree(n, src), float(size_bytes))
-    raise ValueError(f"no byte count for {op!r} on gloo")
+        at = {(i, (i - 1) % n): 2 * (n - 1) / n * size_bytes for i in range(n)}
+    elif op == "all_gather":
+        at = {(i, (i + 1) % n): (n - 1) / n * size_bytes for i in range(n)}
+    elif op == "broadcast":
+        at = dict.fromkeys(binomial_tree(n, ranks.index(src)), float(size_bytes))
+    else:
+        raise ValueError(f"no byte count for {op!r} on gloo")
+    return {(ranks[a], ranks[b]): sent for (a, b), sent in at.items()}
 
 
 def uplink_bytes(calls: Iterable[Call], world: int, nodes: int) -> list[dict[str, float]]:
@@ -65,8 +81,8 @@ def uplink_bytes(calls: Iterable[Call], world: int, nodes: int) -> list[dict[str
     ``nodes`` nodes of equal size, rank r on node r // (world / nodes)."""
     per_node = world // nodes
     out = [{"node": k, "tx_bytes": 0.0, "rx_bytes": 0.0} for k in range(nodes)]
-    for op, size, src in calls:
-        for (a, b), sent in pair_bytes(op, size, world, src).items():
+    for call in calls:
+        for (a, b), sent in pair_bytes(call.op, call.size, world, call.src, call.group).items():
             if a // per_node != b // per_node:
                 out[a // per_node]["tx_bytes"] += sent
                 out[b // per_node]["rx_bytes"] += sent

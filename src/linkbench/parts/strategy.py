@@ -142,7 +142,7 @@ class Parallel:
         source rank): what :mod:`linkbench.link.crossing` turns into the bytes through each
         node's uplink. By default one call per op of :meth:`comm_bytes` (splitting a call in
         buckets moves the same bytes)."""
-        return [(op, size, 0) for op, size in self.comm_bytes(config).items()]
+        return [Call(op, size) for op, size in self.comm_bytes(config).items()]
 
     def messages(self, config: Config) -> list[dict[str, float | str]]:
         """Per collective: its message size and how many messages a step sends."""
@@ -206,10 +206,10 @@ class DataParallel(Parallel):
         """The gradient all-reduce, and the buffers (BatchNorm's statistics) DDP broadcasts
         from rank 0 before every forward (``broadcast_buffers``, its default)."""
         grads = DataParallel.comm_bytes(self, config)  # a subclass's own calls are its own
-        calls: list[Call] = [(op, size, 0) for op, size in grads.items()]
+        calls = [Call(op, size) for op, size in grads.items()]
         buffers = tensor_bytes(self.module.buffers())
         if buffers and self.ddp.broadcast_buffers:
-            calls.append(("broadcast", float(buffers), 0))
+            calls.append(Call("broadcast", float(buffers)))
         return calls
 
 
@@ -271,7 +271,7 @@ class ZeroOne(DataParallel):
         optimizer partitioned them) from itself."""
         n = dist.get_world_size()
         share = self.comm_bytes(config)["broadcast"] / n
-        return super().calls_per_step(config) + [("broadcast", share, r) for r in range(n)]
+        return super().calls_per_step(config) + [Call("broadcast", share, r) for r in range(n)]
 
     @contextlib.contextmanager
     def without_gradient_sync(
@@ -295,10 +295,10 @@ class ZeroOne(DataParallel):
 
 
 class FullyShardedParallel(Parallel):
-    """FSDP2 ``fully_shard`` per block, then the root."""
+    """FSDP2 ``fully_shard`` per block, then the root (``strategy=fsdp``), on a 2-D mesh
+    with ``strategy=hsdp``: sharded in each replica, replicated across them."""
 
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
-        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         s = config.strategy
@@ -312,8 +312,9 @@ class FullyShardedParallel(Parallel):
                 self._reduce_dtype or self._param_dtype,
             ),
         }
+        self._replicas = getattr(s, "replicas", None) or 1  # strategy=hsdp's, resolved
         shard: dict[str, Any] = {
-            "mesh": init_device_mesh(device.type, (dist.get_world_size(),)),
+            "mesh": data_mesh(device.type, dist.get_world_size(), self._replicas),
             "reshard_after_forward": s.reshard_after_forward,
             "mp_policy": MixedPrecisionPolicy(self._param_dtype, self._reduce_dtype),
         }
@@ -364,12 +365,44 @@ class FullyShardedParallel(Parallel):
 
     def comm_bytes(self, config: Config) -> dict[str, float]:
         # Forward all-gathers every block; backward all-gathers it again when the forward
-        # resharded it; gradients are reduce-scattered once.
+        # resharded it; gradients are reduce-scattered once; with replicas (HSDP), each
+        # replica's gradient shard is then all-reduced across the replicas.
         gathers = 2 if self._reshard_after_forward else 1
-        return {
+        moved = {
             "all_gather": float(self._sizes["params"] * gathers),
             "reduce_scatter": float(self._sizes["grads"]),
         }
+        if self._replicas > 1:
+            moved["all_reduce"] = self._sizes["grads"] * self._replicas / dist.get_world_size()
+        return moved
+
+    def calls_per_step(self, config: Config) -> list[Call]:
+        """The gathers and the reduce-scatter inside each shard group (a row of the mesh),
+        and with replicas the gradient shards' all-reduce inside each replicate group (a
+        column): only those cross between nodes when a row is a node."""
+        world, moved = dist.get_world_size(), self.comm_bytes(config)
+        shard = world // self._replicas
+        rows = [tuple(range(i * shard, (i + 1) * shard)) for i in range(self._replicas)]
+        calls = [Call(op, moved[op], group=row) for row in rows
+                 for op in ("all_gather", "reduce_scatter")]  # fmt: skip
+        if self._replicas > 1:
+            columns = [tuple(range(j, world, shard)) for j in range(shard)]
+            calls += [Call("all_reduce", moved["all_reduce"], group=c) for c in columns]
+        return calls
+
+
+def data_mesh(device_type: str, world: int, replicas: int = 1) -> Any:
+    """The job's data-parallel ``DeviceMesh``: 1-D ``("shard",)`` over the world, or with
+    ``replicas`` 2-D ``("replicate", "shard")``, rank r at (r // shard, r % shard), so a
+    shard group is ``world / replicas`` consecutive ranks (one node of an emulated cluster,
+    whose nodes are consecutive ranks, as torchrun's are)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if replicas <= 1:
+        return init_device_mesh(device_type, (world,), mesh_dim_names=("shard",))
+    return init_device_mesh(
+        device_type, (replicas, world // replicas), mesh_dim_names=("replicate", "shard")
+    )
 
 
 def strategy_class(strategy: StrategyConfig) -> type[Parallel]:

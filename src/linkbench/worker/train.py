@@ -274,7 +274,7 @@ def uplinks_per_step(run: TrainingRun, plan: JobPlan) -> dict[str, Any]:
         for node, bytes_ in zip(seen, predicted, strict=True):
             node["predicted_tx_bytes_per_step"] = bytes_["tx_bytes"]
             node["predicted_rx_bytes_per_step"] = bytes_["rx_bytes"]
-        out["calls"] = [list(c) for c in calls]
+        out["calls"] = [c._asdict() for c in calls]
         metrics["uplink_bytes_per_step_predicted"] = max(
             max(u["tx_bytes"], u["rx_bytes"]) for u in predicted
         )
