@@ -279,6 +279,20 @@ def test_a_network_is_made_for_a_run_and_removed_with_its_record():
     assert _records(spec.token) == []
 
 
+@needs_namespaces
+def test_a_cluster_network_has_one_namespace_and_one_uplink_per_node():
+    """4 ranks in 2 nodes: a switch and two node namespaces, each node's uplink counted with
+    its ranks; all removed with the record."""
+    spec = netns.new_spec(1.0, 0.0, 0.0, ranks=4, nodes=2)
+    with netns.Network(spec) as network:
+        assert set(spec.namespaces) <= set(ours()) and len(spec.namespaces) == 3
+        counters = network.counters()
+        assert [(c["node"], c["ranks"]) for c in counters] == [(0, [0, 1]), (1, [2, 3])]
+        assert all(c["shaper_out"] and c["shaper_in"] for c in counters), "each uplink shaped"
+    assert not set(spec.namespaces) & set(ours())
+    assert _records(spec.token) == []
+
+
 def test_a_refused_rate_for_the_runs_ranks_makes_nothing():
     """The config's checks take the fewest ranks that probe a link; the network refuses,
     before it makes or records anything, a rate whose probe on its ranks takes too long."""
