@@ -34,6 +34,8 @@ def extra_overrides(group: str, option: str, tmp_path) -> list[str]:
     if (group, option) == ("data", "cifar10"):
         (tmp_path / "cifar-10-batches-py").mkdir()
         return [f"data.root={tmp_path}"]
+    if (group, option) == ("strategy", "hsdp"):  # one node here: replicas given
+        return ["strategy.replicas=2"]
     return []
 
 

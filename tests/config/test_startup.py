@@ -56,11 +56,15 @@ from linkbench.config.schema import options, register
 
 register(project_root=Path({repo!r}))
 with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
+    # strategy=hsdp needs two replicas: two GPUs, one replica on each
+    extra = {{"strategy=hsdp": ["strategy.replicas=2"]}}
     jobs = [[f"{{group}}={{name}}"] for group, named in options().items() for name in named]
+    jobs = [job + extra.get(job[0], []) for job in jobs]
     composed = [(job, compose("config", overrides=job)) for job in jobs]
     before = set(sys.modules)
     for job, cfg in composed:
-        make_plan(cfg, "/tmp/plan", job, Machine(cuda_devices=1))
+        gpus = 2 if job[0] in extra else 1
+        make_plan(cfg, "/tmp/plan", job, Machine(cuda_devices=gpus))
 print(" ".join(sorted(set(sys.modules) - before)))
 """
 
