@@ -168,9 +168,13 @@ def test_a_full_disk_ends_a_sweep_in_one_sentence_and_starts_no_further_job(smal
     written = [p for p in sweep.rglob("*") if p.is_file() and p.suffix != ".log"]
     assert written and not [p for p in written if p.stat().st_size == 0], "none left empty"
     assert not list(sweep.rglob(".*.tmp"))
-    full = re.split(" ran | was set up ", last.split("while job ", 1)[1])[0]
+    full = re.split(r" ran | was set up \(its folder removed\) ", last.split("while job ", 1)[1])[0]
     jobs = [p for p in sweep.iterdir() if p.is_dir()]
-    assert max(jobs, key=lambda p: p.stat().st_ctime).name == full, "the last job, and no other"
+    if "was set up" in last:  # the disk filled in Hydra's own files of a job that never ran
+        assert not (sweep / full).exists(), "its half-written folder is gone"
+    else:
+        newest = max(jobs, key=lambda p: p.stat().st_ctime).name
+        assert newest == full, "the last job, and no other"
     assert "# Sweep summary" in done.stdout, "what was kept is printed"
 
 
@@ -185,9 +189,10 @@ def test_a_disk_full_before_the_first_job_ran_names_the_job_hydra_was_setting_up
         said = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(said) == 1, done.stderr[-3000:]
         first = "batch=8,repeats=2,round=0,steps=20"
-        assert said[0].startswith(f"{sweep} filled up while job {first} was set up ("), said
+        assert said[0].startswith(f"{sweep} filled up while job {first} was set up (its "), said
         assert "0 job(s) completed" in said[0] and said[0].endswith("resume=true")
         assert not list(sweep.rglob(".*.tmp"))
+        assert not [p for p in sweep.iterdir() if p.is_dir()], "no half-written job folder"
 
 
 def _verdicts(sweep: Path) -> list[str]:

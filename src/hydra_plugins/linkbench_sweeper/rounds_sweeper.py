@@ -20,6 +20,7 @@ imports it to look for plugins, so the sweeper is there for any Hydra app, run.p
 # No `from __future__ import annotations`: Hydra imports plugins outside sys.modules, where
 # dataclasses cannot resolve string annotations.
 import errno
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,7 +168,10 @@ class RoundsSweeper(BasicSweeper):
         except OSError as error:  # Hydra's own writes for a job (its .hydra folder)
             if error.errno != errno.ENOSPC:
                 raise
-            self._end_on_full_disk(sweep_end.job_set_up(sweep_dir, error), setting_up=True)
+            where = sweep_end.job_set_up(sweep_dir, error)
+            if where is not None:  # Hydra's half-written files of a job that never ran
+                shutil.rmtree(sweep_dir / where, ignore_errors=True)
+            self._end_on_full_disk(where, setting_up=True)
         if failed:
             self._multirun_end()
             sweep_end.end_with_failures(self.config, failed)

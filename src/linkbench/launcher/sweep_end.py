@@ -93,11 +93,13 @@ def end_on_full_disk(
     config: Any, where: str | None, kept: int, *, setting_up: bool = False
 ) -> NoReturn:
     """After the summary of what was kept: the full directory, the job it filled under
-    (``where``: one that ran, or with ``setting_up`` one Hydra was setting up), its bytes
-    free, and how to finish the sweep; exit 1."""
+    (``where``: one that ran, or with ``setting_up`` one Hydra was setting up, whose half-
+    written folder is gone), its bytes free, and how to finish the sweep; exit 1."""
     sweep_dir = Path(str(config.hydra.sweep.dir))
     free = shutil.disk_usage(sweep_dir).free if sweep_dir.exists() else 0
-    job = f" while job {where} {'was set up' if setting_up else 'ran'}" if where else ""
+    job = ""
+    if where:
+        job = f" while job {where} " + ("was set up (its folder removed)" if setting_up else "ran")
     print(
         f"{sweep_dir} filled up{job} ({free:,} bytes free), so no further job started; "
         f"{kept} job(s) completed and kept. Free space there and finish the sweep with: "
