@@ -121,9 +121,10 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def mark_above_limit(rows: list[dict[str, Any]], spec: LinkSpec | None) -> None:
     """On an emulated link (``spec``), ``above_limit`` in each row: whether its busbw reads
     above what the link carries (:func:`linkbench.link.emulated.above_limit`)."""
+    if spec is None:
+        return
     for row in rows:
-        if spec is not None:
-            row["above_limit"] = above_limit(spec, row["busbw_gb_s"], "busbw") is not None
+        row["above_limit"] = above_limit(spec, row["busbw_gb_s"], "busbw") is not None
 
 
 def peak(rows: list[dict[str, Any]]) -> dict[str, Any]:
