@@ -63,6 +63,8 @@ METRICS: tuple[Metric, ...] = (
            tag="final/busbw_gb_s_peak", per_repeat=True, plot="busbw_peak.png"),
     Metric("link_busbw_gb_s", "GB/s", "higher", True, "emulated link's all_reduce busbw",
            tag="final/link_busbw_gb_s"),
+    Metric("node_busbw_gb_s", "GB/s", "higher", True,
+           "all_reduce busbw inside an emulated node", tag="final/node_busbw_gb_s"),
     Metric("host_to_device_gb_s", "GB/s", "higher", True, "host-to-device copy bandwidth"),
     Metric("final_loss", "", "lower", False, "training loss at the last step",
            tag="final/loss"),

@@ -76,6 +76,41 @@ def test_a_step_slower_than_its_bytes_shows_by_how_much(tmp_path):
     assert errors[0.5] == pytest.approx(0.30, abs=0.01) and abs(errors[1.0]) < 0.01
 
 
+def test_calls_inside_the_nodes_add_their_bytes_at_the_node_path_s_measured_pace(tmp_path):
+    """An HSDP-like job on 2 nodes x 2 ranks: B through each uplink at the link's pace and
+    2 B inside each node at the node probe's: the prediction holds both, and a step that
+    took exactly that reads 0 % off; without the node probe it would read far off."""
+    link_bw, node_bw, b = payload_gb_s(0.5), 0.7, 40e6
+    comm = b / link_bw / 1e6 + 2 * b / node_bw / 1e6
+    overrides = ["strategy=hsdp", "round=0"]
+    for round_ in range(2):
+        job = tmp_path / f"round={round_},strategy=hsdp"
+        job.mkdir()
+        metrics = {
+            "samples_per_sec": 16e3 / (COMPUTE_MS + comm),
+            "step_time_ms": COMPUTE_MS + comm,
+            "compute_step_ms": COMPUTE_MS,
+            "ddp_comm_overlap_ms": 0.0,
+            "comm_bytes_per_step": b,
+            "link_busbw_gb_s": link_bw,
+            "node_busbw_gb_s": node_bw,
+            "uplink_bytes_per_step_predicted": b,
+            "node_bytes_per_step_predicted": 2 * b,
+        }
+        (job / "result.json").write_text(json.dumps({
+            "status": "completed", "task": "train", "backend": "gloo", "world_size": 4,
+            "round": round_, "overrides": overrides, "settings": settings(overrides),
+            "metrics": metrics, "strategy": "hsdp",
+            "link": {"rate_gbit_s": 0.5, "delay_ms": 0.0, "nodes": 2},
+            "transport": {"transport": "emulated link (gloo)", "verified": True},
+        }))  # fmt: skip
+    results = load_sweep(tmp_path)
+    [row] = link_rows(group(results, swept_keys(results)))
+    assert row.node_ms() == pytest.approx(2 * b / node_bw / 1e6)
+    assert abs(row.error) < 1e-9
+    assert row.step_ms.mean / (row.predicted_ms() - row.node_ms()) - 1 > 0.1
+
+
 def test_the_summary_names_the_link_beside_each_verdict_and_draws_the_rate(tmp_path):
     sweep = _sweep(tmp_path)
     text = write_summary(sweep, axis="comm_hook", baseline="none")

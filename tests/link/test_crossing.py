@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from linkbench.link.crossing import Call, binomial_tree, pair_bytes, uplink_bytes
+from linkbench.link.crossing import Call, binomial_tree, node_bytes, pair_bytes, uplink_bytes
 
 MIB = 1 << 20
 
@@ -73,3 +73,21 @@ def test_the_strategies_send_what_their_groups_make_cross():
     # DDP's buffers from rank 0: the tree 0->1, 0->2, 1->3 crosses twice out of node 0.
     buffers = uplink_bytes([Call("broadcast", 400.0)], 4, 2)
     assert [(u["tx_bytes"], u["rx_bytes"]) for u in buffers] == [(800.0, 0.0), (0.0, 800.0)]
+
+
+def test_only_the_calls_that_stay_inside_a_node_go_at_the_node_path_s_pace():
+    """2 nodes x 2 ranks, B bytes: HSDP's gathers (2 B gathered, half sent by each rank) and
+    its reduce-scatter (an all-reduce of B on gloo: B sent by each of 2 ranks) stay inside
+    the nodes, 2 B from the busiest rank; its shards' all-reduce crosses, so the uplink paces
+    it and it counts there. DDP's world ring crosses: nothing goes at the node's pace; one
+    node: everything does; one rank a node: nothing."""
+    b = 1e6
+    rows, columns = [(0, 1), (2, 3)], [(0, 2), (1, 3)]
+    hsdp = [Call(op, size, group=row) for row in rows
+            for op, size in (("all_gather", 2 * b), ("reduce_scatter", b))]  # fmt: skip
+    hsdp += [Call("all_reduce", b / 2, group=c) for c in columns]
+    assert node_bytes(hsdp, 4, 2) == 2 * b
+    ddp = [Call("all_reduce", b), Call("broadcast", 400.0)]
+    assert node_bytes(ddp, 4, 2) == 0.0
+    assert node_bytes(ddp, 4, 1) == 1.5 * b + 800.0  # rank 0: its ring share, 0->1 and 0->2
+    assert node_bytes(hsdp, 4, 4) == 0.0

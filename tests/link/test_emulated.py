@@ -626,10 +626,20 @@ def _wait_for(predicate, within_s: float = 120.0) -> None:
 
 @pytest.mark.slow
 @needs_namespaces
-@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
-def test_a_stopped_or_killed_emulated_job_leaves_nothing_behind(tmp_path, how):
+@pytest.mark.parametrize(
+    ("how", "layout"),
+    [("SIGINT", []), ("SIGKILL", []),
+     ("SIGTERM", ["interconnect.nodes=2", "devices=4"]),
+     ("SIGKILL", ["interconnect.nodes=2", "devices=4"])],
+    ids=["SIGINT", "SIGKILL", "SIGTERM-2x2", "SIGKILL-2x2"],
+)  # fmt: skip
+def test_a_stopped_or_killed_emulated_job_leaves_nothing_behind(tmp_path, how, layout):
+    """The two-rank link and a cluster of 2 nodes x 2 ranks (every rank of a node in the
+    node's namespace): Ctrl-C and SIGTERM remove what the job made; after kill -9 the next
+    start does, and stops what still ran in it."""
     job = tmp_path / "job"
-    args = ["interconnect=emulated", "steps=100000", "untimed_steps=1", "log_every=1", "batch=2"]
+    args = ["interconnect=emulated", "steps=100000", "untimed_steps=1", "log_every=1", "batch=2",
+            *layout]  # fmt: skip
     before = set(ours())
     process = subprocess.Popen(
         [sys.executable, "run.py", *args, f"hydra.run.dir={job}"],
@@ -644,7 +654,7 @@ def test_a_stopped_or_killed_emulated_job_leaves_nothing_behind(tmp_path, how):
         assert process.poll() is None, process.communicate()[1][-3000:]
         names = [n for n in ours() if n not in before]
         workers = _in_namespaces(names)
-        assert names and len(workers) == 2
+        assert names and len(workers) == (4 if layout else 2)
         process.send_signal(getattr(signal, how))
         process.wait(timeout=60)  # its output pipes stay open while a killed one's workers run
     finally:

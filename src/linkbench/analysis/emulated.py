@@ -3,11 +3,17 @@
 A link whose rate was set is a known answer. For each configuration of a sweep that trained
 over one, the step time is predicted from the bytes and what was measured apart from them:
 
-    comm_ms      = bytes all-reduced per step x 2(n-1)/n / the link's measured bus bandwidth
+    comm_ms      = bytes through the busiest uplink per step / the link's measured bus bandwidth
+                 + bytes the busiest rank sends inside its node, in calls that cross no
+                   uplink / the node path's measured bus bandwidth
     predicted_ms = compute_ms + comm_ms - overlapped_ms + other_ms
 
-where the bus bandwidth is the link probe's (every run of an emulated arm times an all_reduce
-on its link before its task, :mod:`linkbench.worker.emulated`), and compute, overlap and the
+where the uplink's bytes come from the strategy's calls and gloo's algorithms
+(:mod:`linkbench.link.crossing`; without them, a ring all-reduce's 2(n-1)/n of the gradient
+bytes), a call that crosses an uplink goes at the uplink's pace (the slower path), the bus
+bandwidths are the link probe's and the node probe's (every run of an emulated arm times an
+all_reduce on its link, and with several ranks a node one inside each node, before its task,
+:mod:`linkbench.worker.emulated`), and compute, overlap and the
 rest come from the trace of the synced steps (``profile=trace``): on a CPU the communication
 takes cores from the computation beside it, so the probe's no_sync step (used without a
 trace, with DDP's overlap measure) computes faster than a synced one. The summary sets the
@@ -59,6 +65,11 @@ class LinkRow:
     and the backend's algorithms (:mod:`linkbench.link.crossing`)."""
     uplink_seen: float | None = None
     """What that uplink's interface counters saw per timed step."""
+    node_bytes: float = 0.0
+    """Bytes per step the busiest rank sends inside its node in calls that cross no uplink."""
+    node_busbw_gb_s: float | None = None
+    """The node probe's bus bandwidth (the path inside a node; on one node, the link
+    probe's, which ran inside it)."""
 
     def link_bytes(self) -> float:
         """Bytes per step through the busiest uplink, one way: predicted from the strategy's
@@ -69,9 +80,16 @@ class LinkRow:
 
     def comm_ms(self, busbw_gb_s: float | None = None) -> float:
         """The uplink's bytes' time per step at this bus bandwidth (default: the measured;
-        a ring all-reduce's busbw is its bytes through each link over its time)."""
+        a ring all-reduce's busbw is its bytes through each link over its time), plus the
+        time of the calls that stay inside the nodes at the node path's."""
         busbw = busbw_gb_s or self.busbw_gb_s
-        return self.link_bytes() / busbw / 1e6
+        return self.link_bytes() / busbw / 1e6 + self.node_ms()
+
+    def node_ms(self) -> float:
+        """The calls that stay inside the nodes: their bytes at the node path's pace."""
+        if not self.node_bytes or not self.node_busbw_gb_s:
+            return 0.0
+        return self.node_bytes / self.node_busbw_gb_s / 1e6
 
     def exposed_ms(self) -> float:
         """The communication the bytes predict the step waits for: its time less what
@@ -122,8 +140,10 @@ def link_rows(configs: list[Configuration]) -> list[LinkRow]:
     rows = []
     for config in configs:
         link, step = link_settings(config), config.mean("step_time_ms")
-        busbw, comm_bytes = config.mean("link_busbw_gb_s"), config.mean("comm_bytes_per_step")
-        parts = _step_parts(config)
+        busbw, parts = config.mean("link_busbw_gb_s"), _step_parts(config)
+        uplink = _mean(config, "uplink_bytes_per_step_predicted")
+        # the bytes the strategy moves: the no_sync probe's count, or the uplinks' prediction
+        comm_bytes = _mean(config, "comm_bytes_per_step") or uplink
         if link is None or step is None or busbw is None or comm_bytes is None or parts is None:
             continue
         rows.append(
@@ -138,15 +158,24 @@ def link_rows(configs: list[Configuration]) -> list[LinkRow]:
                 overlapped_ms=parts[1],
                 other_ms=parts[2],
                 source=parts[3],
-                comm_bytes=comm_bytes.mean,
+                comm_bytes=comm_bytes,
                 world_size=int(config.first("world_size") or 2),
                 strategy=str(config.first("strategy") or ""),
                 nodes=int(link.get("nodes") or 0),
-                uplink_predicted=_mean(config, "uplink_bytes_per_step_predicted"),
+                uplink_predicted=uplink,
                 uplink_seen=_mean(config, "uplink_bytes_per_step"),
+                node_bytes=_mean(config, "node_bytes_per_step_predicted") or 0.0,
+                node_busbw_gb_s=_node_busbw(config, link, busbw.mean),
             )
         )
     return rows
+
+
+def _node_busbw(config: Configuration, link: dict[str, Any], busbw: float) -> float | None:
+    """The node path's bus bandwidth: the node probe's; on one node, the link probe's."""
+    if int(link.get("nodes") or 0) == 1:
+        return busbw
+    return _mean(config, "node_busbw_gb_s")
 
 
 def _mean(config: Configuration, key: str) -> float | None:
@@ -164,7 +193,9 @@ NOTE = (
     "Each configuration's step time beside what its link predicts: the computing time of a "
     "synced step, plus the bytes the busiest node uplink carries per step one way (predicted "
     "from the strategy's calls and gloo's algorithms, beside what its counters saw) over the "
-    "bus bandwidth the run measured on its link, less the communication that overlapped the "
+    "bus bandwidth the run measured on its link, plus the bytes of the calls that stay inside "
+    "a node (the busiest rank's) over the bus bandwidth measured inside the nodes, less the "
+    "communication that overlapped the "
     "computing, plus the rest (from the trace with profile=trace; else the no_sync probe's "
     "step and DDP's overlap, no rest, DDP only). The rate is the one set; at MTU 1500 a link "
     "carries 95.6 % of it as data (the headers)."
@@ -177,19 +208,22 @@ def table(rows: list[LinkRow]) -> list[str]:
         return []
     out = [
         "| configuration | strategy | nodes x ranks | rate Gbit/s | uplink MB/step predicted "
-        "| seen | link busbw GB/s | step ms [95% interval] | compute ms | comm ms "
+        "| seen | link busbw GB/s | inside nodes MB/step | node busbw GB/s "
+        "| step ms [95% interval] | compute ms | comm ms "
         "| overlapped ms | other ms | predicted ms | measured / predicted |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         s = r.step_ms
         step = f"{s.mean:.1f} [{s.low:.1f}, {s.high:.1f}]" if s.runs > 1 else f"{s.mean:.1f}"
         nodes = r.nodes or r.world_size
         seen = f"{r.uplink_seen / 1e6:.3f}" if r.uplink_seen is not None else ""
+        node_bw = f"{r.node_busbw_gb_s:.3f}" if r.node_busbw_gb_s else ""
         out.append(
             f"| {r.label} | {r.strategy} | {nodes} x {r.world_size // nodes} | "
             f"{r.rate_gbit_s:g} | {r.link_bytes() / 1e6:.3f} | {seen} | {r.busbw_gb_s:.4f} | "
-            f"{step} | {r.compute_ms:.1f} | {r.comm_ms():.1f} | {r.overlapped_ms:.1f} | "
+            f"{r.node_bytes / 1e6:.3f} | {node_bw} | {step} | {r.compute_ms:.1f} | "
+            f"{r.comm_ms():.1f} | {r.overlapped_ms:.1f} | "
             f"{r.other_ms:.1f} ({r.source}) | {r.predicted_ms():.1f} | {r.error:+.1%} |"
         )
     return out

@@ -17,6 +17,10 @@ backward pass in the measured job (0 when unknown). Every GPU's ring neighbour i
 be reached over the named link at the named bandwidth: a flat ring, one link per GPU, no
 contention, no hierarchical or tree algorithms, no NVLS; across nodes that means the network
 sets the pace however fast NVLink is inside a node.
+
+``--cluster NxR --inside JOB`` predicts instead an emulated cluster of N nodes of R ranks on
+this host from the job (one rank a node, the link between nodes) and JOB (one node of
+several ranks, the path inside a node): :mod:`linkbench.analysis.cluster`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from linkbench.analysis import cluster
 from linkbench.analysis.measured_link import MeasuredLink, messages_of
 from linkbench.files import RESULT_FILE, read_json
 
@@ -147,7 +152,18 @@ def main(argv: list[str] | None = None) -> int:
         "--links", type=Path, default=None,
         help="a task=allreduce job whose measured bus bandwidth curve replaces line rates",
     )  # fmt: skip
+    parser.add_argument(
+        "--cluster", default=None,
+        help="NODESxRANKS: predict an emulated cluster of this host from JOB_DIR (one rank a "
+        "node) and --inside",
+    )  # fmt: skip
+    parser.add_argument(
+        "--inside", type=Path, default=None,
+        help="with --cluster: a job on one emulated node of several ranks (interconnect.nodes=1)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.cluster is not None or args.inside is not None:
+        return _cluster(args)
     try:
         gpus = [int(g) for g in args.gpus.split(",")]
         if any(g < 1 for g in gpus):
@@ -217,6 +233,37 @@ def main(argv: list[str] | None = None) -> int:
         "compute time; no contention, tree/NVLS algorithms or compression beyond the job's "
         "comm hook. Efficiency = compute-only step / projected step."
     )
+    return 0
+
+
+def _result(job: Path) -> dict[str, Any]:
+    found = read_json(job / RESULT_FILE)
+    if found is None:
+        raise cluster.ClusterError(
+            f"{job / RESULT_FILE} is missing or not JSON: pass a finished job's directory"
+        )
+    return found
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    """``--cluster NxR --inside JOB``: one sentence for what is missing or wrong."""
+    try:
+        if args.cluster is None or args.inside is None:
+            raise cluster.ClusterError(
+                "--cluster and --inside go together: --cluster 2x2 --inside ONE_NODE_JOB_DIR"
+            )
+        nodes, ranks = cluster.parse_cluster(args.cluster)
+        between = cluster.measured(_result(args.job_dir), str(args.job_dir))
+        inside_gb_s = cluster.inside(_result(args.inside), str(args.inside))
+        prediction = cluster.predict(between, inside_gb_s, nodes, ranks)
+    except cluster.ClusterError as error:
+        print(str(error), file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(prediction, sys.stdout, indent=2)
+        print()
+    else:
+        print(cluster.report(prediction, between, inside_gb_s))
     return 0
 
 

@@ -52,6 +52,7 @@ from linkbench.launcher.memory import MemoryWatch
 from linkbench.launcher.parts_check import check_parts
 from linkbench.launcher.progress import ProgressBar, console_is_terminal
 from linkbench.launcher.record import JobRecord
+from linkbench.link.nccl_bytes import predict as predict_nccl
 from linkbench.link.nccl_log import parse_files, requested_vs_used
 from linkbench.link.netns import LinkError, Network, new_spec
 from linkbench.link.transport import verify, verify_link
@@ -111,6 +112,25 @@ def check_transport(plan: JobPlan, link: dict[str, Any] | None = None) -> dict[s
     for ignored in requested_vs_used(summary or {}, plan.config.nccl.variables()):
         log.warning("!!! %s", ignored)
     return transport
+
+
+def _nccl_lines(plan: JobPlan) -> Iterator[str]:
+    """Every line of the NCCL logs the workers left, one rank's file after another."""
+    files = sorted(plan.log_dir.glob(NCCL_LOGS)) or sorted(plan.log_dir.glob(RANK_LOGS))
+    for path in files:
+        with open(path, errors="replace") as file:
+            yield from file
+
+
+def nccl_uplinks(plan: JobPlan, per_step: dict[str, Any]) -> dict[str, float]:
+    """An emulated cluster on NCCL: each uplink's bytes predicted from the rings, trees and
+    per-call choices in NCCL's own log (:mod:`linkbench.link.nccl_bytes`), set beside what
+    its counters saw; the busiest's as the metric (none, and a reason, where not modelled)."""
+    spec = plan.link
+    if spec is None or "calls" not in per_step:
+        return {}
+    busiest = predict_nccl(per_step, _nccl_lines(plan), spec.ranks, spec.node_count)
+    return {} if busiest is None else {"uplink_bytes_per_step_predicted": busiest}
 
 
 def write_rerun_config(plan: JobPlan, job_dir: Path) -> None:
@@ -181,6 +201,10 @@ def _run_repeats(
         metrics = returned.pop("metrics")
         if link and "measured_busbw_gb_s" in link:
             metrics["link_busbw_gb_s"] = link["measured_busbw_gb_s"]
+        if link and "node_busbw_gb_s" in link:
+            metrics["node_busbw_gb_s"] = link["node_busbw_gb_s"]
+        if link and plan.backend == "nccl" and "per_step" in link:
+            metrics.update(nccl_uplinks(run, link["per_step"]))
         timeline = returned.pop("timeline", {})
         record.returned([tuple(m) for m in timeline.pop("phases", [])], launched_at, returned_at)
         metrics.update(timing_overheads(timeline, launched_at, time.time()))

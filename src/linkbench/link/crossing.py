@@ -76,6 +76,20 @@ def pair_bytes(
     return {(ranks[a], ranks[b]): sent for (a, b), sent in at.items()}
 
 
+def node_bytes(calls: Iterable[Call], world: int, nodes: int) -> float:
+    """Bytes the busiest rank sends inside its node, over the calls that cross no uplink
+    (gloo): what the node's own path must carry at its pace. A call that crosses an uplink is
+    paced by the uplink (the slower path) and counts there, not here."""
+    per_node = world // nodes
+    sent = [0.0] * world
+    for call in calls:
+        pairs = pair_bytes(call.op, call.size, world, call.src, call.group)
+        if all(a // per_node == b // per_node for a, b in pairs):
+            for (a, _), value in pairs.items():
+                sent[a] += value
+    return max(sent, default=0.0)
+
+
 def uplink_bytes(calls: Iterable[Call], world: int, nodes: int) -> list[dict[str, float]]:
     """Each node's uplink, the bytes it sends and receives for ``calls`` (gloo), ranks in
     ``nodes`` nodes of equal size, rank r on node r // (world / nodes)."""
@@ -87,3 +101,12 @@ def uplink_bytes(calls: Iterable[Call], world: int, nodes: int) -> list[dict[str
                 out[a // per_node]["tx_bytes"] += sent
                 out[b // per_node]["rx_bytes"] += sent
     return out
+
+
+def attach(seen: list[dict[str, float]], predicted: list[dict[str, float]]) -> float:
+    """Set each node's predicted bytes (``predicted_tx_bytes_per_step`` and rx) beside what
+    its counters saw; the busiest uplink's predicted bytes, one way."""
+    for node, bytes_ in zip(seen, predicted, strict=True):
+        node["predicted_tx_bytes_per_step"] = bytes_["tx_bytes"]
+        node["predicted_rx_bytes_per_step"] = bytes_["rx_bytes"]
+    return max(max(u["tx_bytes"], u["rx_bytes"]) for u in predicted)

@@ -57,6 +57,9 @@ BUCKET_SHARE = 0.005
 # A bus bandwidth more than this share above what the link carries as data is a measurement
 # error (a burst the bucket let through at once, or a timer's), never the link's rate.
 LIMIT_TOLERANCE = 0.01
+# The probe of the path inside a node (a node's ranks over its loopback, unshaped: no bucket
+# to outlast), all nodes at once, as their steps run: one untimed call, then these.
+NODE_PROBE_CALLS = 8
 PROBE_LIMIT_S = 60.0  # the longest the probe may take: a slower link is refused before start
 # Below this share of what the rate lets through, the probe's measurement is warned about:
 # the host does not deliver the rate set.

@@ -116,7 +116,7 @@ def _canonical(value: str, names: tuple[str, ...], keys: dict[str, str]) -> str:
     return keys.get(_key(value), value)
 
 
-def _records(line: str) -> Iterator[tuple[str | None, str]]:
+def records(line: str) -> Iterator[tuple[str | None, str]]:
     """(level, body) of each NCCL record on one physical line, decorations removed.
 
     level is INFO, WARN, TRACE... or None for a record without a header: a bare
@@ -212,7 +212,7 @@ def parse_lines(lines: Iterable[str]) -> dict[str, Any]:
     # per-call TUNING lines: INFO ones, and TRACE ones for logs that have no INFO ones
     tuning: dict[bool, Counter[tuple[str | None, str, str]]] = {False: Counter(), True: Counter()}
     for line in lines:
-        for level, body in _records(line):
+        for level, body in records(line):
             nccl_lines += 1
             if level in (None, "INFO") and (m := _CONNECTION.match(body)):
                 label = _RCCL_SUFFIX.sub("", m.group(1))

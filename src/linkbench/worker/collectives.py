@@ -56,28 +56,45 @@ def message_sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     return sizes
 
 
-def _buffers(op: str, count: int, world: int, dtype: torch.dtype, device: torch.device):
+def _buffers(
+    op: str,
+    count: int,
+    world: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    group: dist.ProcessGroup | None = None,
+):
     """The call to time, on preallocated tensors; ``count`` elements in the whole array."""
     if op == "all_reduce":
         tensor = torch.zeros(count, dtype=dtype, device=device)  # sums stay finite
-        return lambda: dist.all_reduce(tensor)
+        return lambda: dist.all_reduce(tensor, group=group)
     shard = torch.zeros(count // world, dtype=dtype, device=device)
     full = torch.empty(count // world * world, dtype=dtype, device=device)
     if op == "all_gather":
-        return lambda: dist.all_gather_into_tensor(full, shard)
-    return lambda: dist.reduce_scatter_tensor(shard, full)
+        return lambda: dist.all_gather_into_tensor(full, shard, group=group)
+    return lambda: dist.reduce_scatter_tensor(shard, full, group=group)
 
 
 def time_collective(
-    op: str, size_bytes: int, dtype_name: str, warmup: int, iters: int, me: Rank
+    op: str,
+    size_bytes: int,
+    dtype_name: str,
+    warmup: int,
+    iters: int,
+    me: Rank,
+    group: dist.ProcessGroup | None = None,
 ) -> dict[str, Any]:
     """One row of the table: ``warmup`` untimed calls, then ``iters`` back-to-back timed ones
-    (one window); the mean call time over the ranks gives algbw and busbw."""
-    device, world = me.device, me.world_size
+    (one window); the mean call time over the ranks gives algbw and busbw. With ``group``
+    (every rank calls it, each with its own group: the ranks of its node, say), the groups
+    run side by side and the row is their call over the group's size, the time averaged
+    over every rank of the world."""
+    device = me.device
+    world = dist.get_world_size(group) if group is not None else me.world_size
     dtype = getattr(torch, dtype_name)
     element = torch.tensor([], dtype=dtype).element_size()
     count = max(world, size_bytes // element // world * world)
-    call = _buffers(op, count, world, dtype, device)
+    call = _buffers(op, count, world, dtype, device, group)
     dist.barrier()
     for _ in range(warmup):
         call()
@@ -86,7 +103,8 @@ def time_collective(
     for _ in range(iters):
         call()
     call_ms = timer.stop() / iters
-    mean_ms, max_ms = sum_over_ranks(call_ms, device) / world, max_over_ranks(call_ms, device)
+    mean_ms = sum_over_ranks(call_ms, device) / me.world_size
+    max_ms = max_over_ranks(call_ms, device)
     actual_bytes = count * element
     algbw, busbw = bandwidths_gb_s(op, actual_bytes, mean_ms / 1e3, world)
     return {

@@ -18,6 +18,7 @@ from typing import Any
 import torch.distributed as dist
 
 from linkbench.link.emulated import (
+    NODE_PROBE_CALLS,
     PROBE_BYTES,
     PROBE_MIN_CALLS,
     STORE_PORT,
@@ -77,6 +78,25 @@ def measure(me: Rank, spec: LinkSpec | None = None) -> dict[str, Any]:
         if sentence and me.is_main:
             log.warning("!!! %s", sentence)
     return measured
+
+
+def measure_nodes(me: Rank, spec: LinkSpec) -> dict[str, Any]:
+    """The path inside a node (its ranks over the node's loopback, which no bucket shapes):
+    the same all_reduce row as the link probe, each node's ranks in a group of their own,
+    every node at once (as in a step, where every node's ranks share the host's cores). Its
+    bus bandwidth paces the calls that stay inside the nodes. Empty with one rank a node;
+    on one node it is the link probe's own reading (every call stays inside it)."""
+    if spec.ranks_per_node < 2 or spec.node_count < 2:
+        return {}
+    groups = [dist.new_group(spec.node_ranks(n)) for n in range(spec.node_count)]
+    try:
+        mine = groups[spec.node_of(me.rank)]
+        assert isinstance(mine, dist.ProcessGroup)  # every rank is in its own node's group
+        row = time_collective("all_reduce", PROBE_BYTES, "float32", 1, NODE_PROBE_CALLS, me, mine)
+    finally:
+        for group in groups:
+            dist.destroy_process_group(group)
+    return {"node_busbw_gb_s": row["busbw_gb_s"], "node_probe_calls": NODE_PROBE_CALLS}
 
 
 def check_sockets(

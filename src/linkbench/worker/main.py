@@ -31,7 +31,7 @@ from linkbench.link.transport import nccl_debug_env
 from linkbench.parts.rank import Rank
 from linkbench.worker import phases
 from linkbench.worker.board import Board
-from linkbench.worker.emulated import check_sockets, measure, store
+from linkbench.worker.emulated import check_sockets, measure, measure_nodes, store
 from linkbench.worker.stop import (
     STOP_SIGNALS,
     disk_full,
@@ -166,7 +166,7 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
         board = Board(plan) if me.is_main else None
         if plan.link is not None:
             phases.mark("set_up")
-            link = measure(me)
+            link = {**measure(me), **measure_nodes(me, plan.link)}
             opened = own_connections()  # every rank's connections are open now
             phases.mark("link_probe")
         task_started_at = time.time()

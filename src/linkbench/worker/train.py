@@ -27,7 +27,7 @@ import torch.distributed as dist
 from linkbench.config.plan import JobPlan
 from linkbench.config.schema import Config, PrecisionName
 from linkbench.files import METRICS_FILE, RESULT_FILE, write_json
-from linkbench.link.crossing import PREDICTED_BACKENDS, uplink_bytes
+from linkbench.link.crossing import PREDICTED_BACKENDS, attach, node_bytes, uplink_bytes
 from linkbench.metrics import probe_mark
 from linkbench.parts import precision
 from linkbench.parts.data import Batches, make_batches
@@ -260,26 +260,24 @@ class TrainingRun:
 
 def uplinks_per_step(run: TrainingRun, plan: JobPlan) -> dict[str, Any]:
     """On an emulated link: each node's uplink bytes per timed step, seen by its interface
-    counters beside what the strategy's collectives must send through it (gloo's algorithms,
-    :mod:`linkbench.link.crossing`); the busiest uplink's, seen and predicted, as metrics."""
+    counters, beside what the strategy's collectives must send through it (gloo's
+    algorithms, :mod:`linkbench.link.crossing`; NCCL's are read from its log by the
+    launcher); the busiest uplink's, seen and predicted, and the bytes the busiest rank
+    sends inside its node in calls that cross no uplink, as metrics."""
     spec, seen = plan.link, run.uplinks
     if spec is None or seen is None:
         return {}
     out: dict[str, Any] = {"uplinks": seen, "strategy": str(plan.config.strategy.name)}
     busiest = max(max(u["tx_bytes_per_step"], u["rx_bytes_per_step"]) for u in seen)
     metrics = {"uplink_bytes_per_step": busiest}
+    calls = run.stepper.parallel.calls_per_step(plan.config)
+    out["calls"] = [c._asdict() for c in calls]
     if plan.backend in PREDICTED_BACKENDS:
-        calls = run.stepper.parallel.calls_per_step(plan.config)
         predicted = uplink_bytes(calls, spec.ranks, spec.node_count)
-        for node, bytes_ in zip(seen, predicted, strict=True):
-            node["predicted_tx_bytes_per_step"] = bytes_["tx_bytes"]
-            node["predicted_rx_bytes_per_step"] = bytes_["rx_bytes"]
-        out["calls"] = [c._asdict() for c in calls]
-        metrics["uplink_bytes_per_step_predicted"] = max(
-            max(u["tx_bytes"], u["rx_bytes"]) for u in predicted
-        )
-    else:
-        out["not_predicted"] = f"backend {plan.backend}: its algorithm per call is not modelled"
+        metrics["uplink_bytes_per_step_predicted"] = attach(seen, predicted)
+        metrics["node_bytes_per_step_predicted"] = node_bytes(calls, spec.ranks, spec.node_count)
+    # NCCL's algorithm per call is in its log: the launcher predicts from it after the job
+    # (linkbench.link.nccl_bytes).
     return {**out, "metrics": metrics}
 
 

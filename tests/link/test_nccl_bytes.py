@@ -1,0 +1,81 @@
+"""The bytes NCCL's calls send through each node's uplink, read from a replayed log of an
+emulated cluster of 2 nodes x 2 ranks (:mod:`linkbench.link.nccl_bytes`), against counts
+made by hand from the graph the log shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from linkbench.link.crossing import Call
+from linkbench.link.nccl_bytes import NotModelled, pair_bytes, predict, read_graph, uplink_bytes
+
+LOG = Path(__file__).parent / "data" / "nccl" / "nccl-2.28-2x2-socket-constructed.log"
+S = 40e6
+
+
+@pytest.fixture
+def graph():
+    return read_graph(LOG.read_text().splitlines(), world=4)
+
+
+def test_the_world_s_rings_and_trees_are_read_and_a_subcommunicator_s_left_out(graph):
+    assert graph.rings == {0: [0, 1, 2, 3], 1: [0, 1, 2, 3]}
+    assert graph.trees[0] == {0: (-1, [1, 2]), 1: (0, []), 2: (0, [3]), 3: (2, [])}
+    assert graph.trees[1][2] == (-1, [3, 0]) and graph.trees[1][0] == (2, [1])
+    # The 2-rank communicator's ring and tree are another's: a 4-rank read never sees them.
+    assert read_graph(LOG.read_text().splitlines(), world=2).rings == {0: [0, 1]}
+    # NCCL chose Ring/Simple for most of AllReduce's bytes, Ring/LL for the broadcast.
+    assert graph.choice("all_reduce") == ("RING", "SIMPLE")
+    assert graph.choice("broadcast") == ("RING", "LL")
+
+
+def test_a_ring_all_reduce_crosses_each_uplink_once_each_way_per_channel(graph):
+    """Ring 0 1 2 3 on both channels, half the data each: 1 -> 2 and 3 -> 0 cross,
+    2 x 3/4 of S/2 each per channel: 1.5 S each way, as gloo's ring."""
+    found = uplink_bytes([Call("all_reduce", S)], graph, 4, 2)
+    assert [(u["tx_bytes"], u["rx_bytes"]) for u in found] == [(1.5 * S, 1.5 * S)] * 2
+
+
+def test_a_tree_all_reduce_sends_its_share_up_and_down_each_tree(graph):
+    """The double binary tree across the two nodes: on each channel the heads (ranks 0 and
+    2) exchange S/2 up (reduce) and S/2 down (broadcast): S each way, against the ring's
+    1.5 S; LL128 carries 128 bytes per 120 of data."""
+    sent = pair_bytes(Call("all_reduce", S), "TREE", "SIMPLE", graph)
+    assert sent[(0, 2)] == sent[(2, 0)] == S and sent[(1, 0)] == S / 2 * 2
+    crossing = sum(b for (a, c), b in sent.items() if a // 2 != c // 2 and a < 2)
+    assert crossing == S
+    ll128 = pair_bytes(Call("all_reduce", S), "TREE", "LL128", graph)
+    assert ll128[(0, 2)] == pytest.approx(S * 128 / 120)
+
+
+def test_a_broadcast_on_the_ll_protocol_sends_its_flags_too(graph):
+    """Ring/LL from rank 0: the chain 0 -> 1 -> 2 -> 3 crosses once, out of node 0, at 8
+    bytes for every 4 of data."""
+    found = uplink_bytes([Call("broadcast", 1000.0)], graph, 4, 2)
+    assert [(u["tx_bytes"], u["rx_bytes"]) for u in found] == [(2000.0, 0.0), (0.0, 2000.0)]
+
+
+def test_what_is_not_modelled_is_named_not_guessed(graph):
+    with pytest.raises(NotModelled, match="algorithm NVLS"):
+        pair_bytes(Call("all_reduce", S), "NVLS", "SIMPLE", graph)
+    with pytest.raises(NotModelled, match="no TUNING line for AllGather"):
+        uplink_bytes([Call("all_gather", S)], graph, 4, 2)
+    with pytest.raises(NotModelled, match="subgroup"):
+        uplink_bytes([Call("all_reduce", S, group=(0, 2))], graph, 4, 2)
+
+
+def test_a_job_s_record_gets_each_uplink_predicted_from_its_log():
+    per_step = {
+        "calls": [{"op": "all_reduce", "size": S, "src": 0, "group": []}],
+        "uplinks": [{"node": n, "tx_bytes_per_step": 1.5 * S, "rx_bytes_per_step": 1.5 * S}
+                    for n in range(2)],
+    }  # fmt: skip
+    busiest = predict(per_step, LOG.read_text().splitlines(), 4, 2)
+    assert busiest == 1.5 * S and per_step["nccl_choices"] == {"all_reduce": "RING/SIMPLE"}
+    assert per_step["uplinks"][0]["predicted_tx_bytes_per_step"] == 1.5 * S
+    no_tuning = [line for line in LOG.read_text().splitlines() if "Bytes ->" not in line]
+    per_step.pop("nccl_choices")
+    assert predict(per_step, no_tuning, 4, 2) is None
+    assert "no TUNING line for AllReduce" in per_step["not_predicted"]
