@@ -13,7 +13,10 @@ markdown:
 4. 2 nodes x 2 ranks predicted from 2 nodes x 1 rank and 1 node x 2 ranks
    (``python -m linkbench.project --cluster 2x2``), against the measured;
 5. compression across the slow link (DDP's fp16 hook, HSDP reducing in bf16): the measured
-   ratio against the one the halved bytes predict.
+   ratio against the one its fewer bytes predict (the uncompressed run's step with the
+   compressed bytes at its measured bus bandwidths: ``analysis/emulated.with_bytes_of``);
+6. how the kernel's TCP work shares the cores at each rate: both probes, the synced steps'
+   computing (the trace's) and each step against its prediction, at 0.25, 0.5 and 1 Gbit/s.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from linkbench.analysis.cluster import inside as cluster_inside
 from linkbench.analysis.cluster import measured, predict
 from linkbench.analysis.compare import sweep_comparisons
-from linkbench.analysis.emulated import link_rows
+from linkbench.analysis.emulated import link_rows, with_bytes_of
 from linkbench.analysis.sequential import sweep_design
-from linkbench.analysis.sweep import load_sweep
+from linkbench.analysis.sweep import group, load_sweep, swept_keys
+from linkbench.link.emulated import payload_gb_s
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENT = "+experiment=emulated_cluster"
@@ -41,7 +46,7 @@ def _summary(axis: str, baseline: str) -> list[str]:
 
 SWEEPS = {
     "strategies": [EXPERIMENT],
-    "between": [EXPERIMENT, "interconnect.nodes=2", "devices=2", "strategy=ddp,fsdp",
+    "between": [EXPERIMENT, "interconnect.nodes=2", "devices=2", "strategy=ddp,fsdp,hsdp",
                 "repeats=3"],
     "inside": [EXPERIMENT, "interconnect.nodes=1", "devices=2", "strategy=ddp", "repeats=1",
                "profile=none"],
@@ -49,6 +54,8 @@ SWEEPS = {
                  *_summary("comm_hook", "none")],
     "hsdp_bf16": [EXPERIMENT, "strategy=hsdp", "strategy.reduce_dtype=null,bfloat16",
                   "repeats=3", *_summary("strategy.reduce_dtype", "null")],
+    "rates": [EXPERIMENT, "strategy=ddp,hsdp", "interconnect.rate_gbit_s=0.25,1", "repeats=1",
+              *_summary("interconnect.rate_gbit_s", "1")],
 }  # fmt: skip
 
 
@@ -107,26 +114,23 @@ def verdicts(sweep: Path, axis: str, baseline: object) -> list[str]:
 
 
 def projection(between: Path, inside: Path, target: Path) -> list[str]:
-    inside_job = measured(load_sweep(inside)[0], str(inside))
+    inside_gb_s = cluster_inside(load_sweep(inside)[0], str(inside))
     steps: dict[str, list[float]] = {}
     for result in load_sweep(target):
         steps.setdefault(result["strategy"], []).append(result["metrics"]["step_time_ms"])
     out = ["| measured on 2 x 1 (job) | strategy | predicted 2 x 2 ms | measured 2 x 2 ms "
-           "(mean) | error |", "|---|---|---:|---:|---:|"]  # fmt: skip
+           "(mean) | predicted / measured |", "|---|---|---:|---:|---:|"]  # fmt: skip
     for result in load_sweep(between):
         source = measured(result, result["job_dir"])
         if source.strategy not in steps:
             continue
-        p = predict(source, inside_job, 2, 2)
+        p = predict(source, inside_gb_s, 2, 2)
         mean = statistics.fmean(steps[source.strategy])
         out.append(
             f"| {Path(result['job_dir']).name} | {source.strategy} | {p['step_ms']:.1f} | "
             f"{mean:.1f} | {p['step_ms'] / mean - 1:+.1%} |"
         )
-    out.append(
-        f"\nInside a node (1 x 2): {inside_job.busbw_gb_s:.3f} GB/s bus bandwidth over its "
-        "loopback."
-    )
+    out.append(f"\nInside a node (1 x 2): {inside_gb_s:.3f} GB/s bus bandwidth over its loopback.")
     return out
 
 
@@ -136,13 +140,31 @@ def compression(sweep: Path, axis: str, baseline: str) -> list[str]:
     out = []
     for c in found.comparisons:
         row, base = rows[c.arm.label()], rows[c.base.label()]
-        predicted = base.predicted_ms() / row.predicted_ms()
+        predicted = base.step_ms.mean / with_bytes_of(base, row)
         out.append(
             f"- {c.arm.label()} vs {c.base.label()}: {c.ratio.estimate:.3f}x "
             f"[{c.ratio.low:.3f}, {c.ratio.high:.3f}] "
             f"**{c.verdict}**; uplink {row.link_bytes() / 1e6:.1f} MB/step against "
-            f"{base.link_bytes() / 1e6:.1f}; the bytes predict {predicted:.3f}x "
+            f"{base.link_bytes() / 1e6:.1f}, inside a node {row.node_bytes / 1e6:.1f} against "
+            f"{base.node_bytes / 1e6:.1f}; the fewer bytes alone predict {predicted:.3f}x "
             f"({c.ratio.estimate / predicted - 1:+.1%})"
+        )
+    return out
+
+
+def rates(*sweeps: Path) -> list[str]:
+    out = ["| strategy | rate Gbit/s | link busbw GB/s (of the payload rate) | node busbw GB/s "
+           "| computing ms (trace) | step ms | measured / predicted |",
+           "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    rows = []
+    for sweep in sweeps:
+        results = load_sweep(sweep)
+        rows += link_rows(group(results, swept_keys(results)))
+    for r in sorted(rows, key=lambda r: (r.strategy, r.rate_gbit_s)):
+        out.append(
+            f"| {r.strategy} | {r.rate_gbit_s:g} | {r.busbw_gb_s:.4f} "
+            f"({r.busbw_gb_s / payload_gb_s(r.rate_gbit_s):.1%}) | {r.node_busbw_gb_s or 0:.3f} | "
+            f"{r.compute_ms:.1f} | {r.step_ms.mean:.1f} | {r.error:+.1%} |"
         )
     return out
 
@@ -167,6 +189,7 @@ def main() -> int:
         ),
         "5. Compression across the slow link": compression(out / "ddp_fp16", "comm_hook", "none")
         + compression(out / "hsdp_bf16", "strategy.reduce_dtype", "null"),
+        "6. The cores at each rate": rates(out / "rates", out / "strategies"),
     }
     for title, lines in sections.items():
         print(f"#### {title}\n\n" + "\n".join(lines) + "\n")

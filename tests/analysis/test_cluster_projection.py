@@ -19,6 +19,13 @@ def _result(world: int, nodes: int, busbw: float, strategy: str = "ddp", **trace
     if strategy == "fsdp":
         calls = [{"op": "all_gather", "size": 2 * B, "src": 0, "group": []},
                  {"op": "reduce_scatter", "size": B, "src": 0, "group": []}]  # fmt: skip
+    if strategy == "hsdp":  # one replica a node, one rank a node: shard groups of one
+        calls = [
+            {"op": op, "size": size, "src": 0, "group": [r]}
+            for r in range(world)
+            for op, size in (("all_gather", 2 * B), ("reduce_scatter", B))
+        ]
+        calls.append({"op": "all_reduce", "size": B, "src": 0, "group": list(range(world))})
     mean = {"compute_only_ms": 80.0, "overlapped_ms": 20.0, "exposed_comm_ms": 180.0,
             "other_ms": 10.0, **trace}  # fmt: skip
     return {
@@ -46,6 +53,17 @@ def test_two_nodes_of_two_ranks_from_one_rank_a_node_and_one_node():
     assert fsdp["uplink_bytes"] == pytest.approx(3 * B)
 
 
+def test_hsdp_is_placed_on_its_mesh_one_replica_a_node():
+    """Measured on 2 nodes x 1 rank (shard groups of one), placed on 2 x 2: each node's two
+    ranks gather 2 B and reduce-scatter B among themselves (2 B sent by each rank over the
+    node's path), and each rank's half-shard crosses in an all-reduce per column: B each way
+    through each uplink."""
+    between = measured(_result(2, 2, 0.06, "hsdp"), "between")
+    p = predict(between, 0.7, 2, 2)
+    assert p["uplink_bytes"] == pytest.approx(B) and p["inside_bytes"] == pytest.approx(2 * B)
+    assert p["comm_ms"] == pytest.approx(B / 0.06 / 1e6 + 2 * B / 0.7 / 1e6)
+
+
 def test_the_cores_share_only_counts_above_one_thread_a_core():
     assert core_share(2, 1) == 1.0 and core_share(2, 2) == 1.0  # 2 and 1 threads a rank
     assert core_share(2, 4) == 2.0 and core_share(16, 4) == 1.0
@@ -65,7 +83,7 @@ def test_a_malformed_cluster_is_refused(text, fix):
     [
         (_result(4, 2, 0.06), _result(2, 1, 0.7), "one rank a node"),
         (_result(2, 2, 0.06), _result(2, 2, 0.06), "interconnect.nodes=1"),
-        (_result(2, 2, 0.06, "hsdp"), _result(2, 1, 0.7), "only ddp, fsdp are projected"),
+        (_result(2, 2, 0.06, "zero1"), _result(2, 1, 0.7), "only ddp, fsdp, hsdp are projected"),
     ],
 )
 def test_jobs_that_cannot_stand_for_a_link_class_are_refused(tmp_path, capsys, between, inside,

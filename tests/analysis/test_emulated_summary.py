@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from linkbench.analysis.emulated import link_rows, predicted_at_rate
+from linkbench.analysis.emulated import link_rows, predicted_at_rate, with_bytes_of
 from linkbench.analysis.report import write_summary
 from linkbench.analysis.sweep import group, load_sweep, swept_keys
 from linkbench.config.overrides import settings
@@ -67,6 +67,19 @@ def test_each_configuration_is_set_beside_what_its_bytes_predict(tmp_path):
         assert abs(row.error) < 0.01, row  # the truth, within the rounds' 0.2 % jitter
         # The plot's curve passes through the configuration's own rate.
         assert predicted_at_rate(row, row.rate_gbit_s) == pytest.approx(row.predicted_ms())
+
+
+def test_compression_s_gain_is_predicted_from_the_uncompressed_run_alone(tmp_path):
+    """Steps that are exactly compute + bytes / payload - overlap: the uncompressed run with
+    fp16's half bytes at its own measured bandwidth is fp16's step (within the rounds'
+    jitter)."""
+    results = load_sweep(_sweep(tmp_path))
+    rows = {(r.series, r.rate_gbit_s): r for r in link_rows(group(results, swept_keys(results)))}
+    for rate in (0.5, 1.0):
+        none, fp16 = rows[("comm_hook=none", rate)], rows[("comm_hook=fp16", rate)]
+        assert fp16.link_bytes() == pytest.approx(none.link_bytes() / 2)
+        assert with_bytes_of(none, fp16) == pytest.approx(fp16.step_ms.mean, rel=0.003)
+        assert with_bytes_of(none, none) == pytest.approx(none.step_ms.mean)
 
 
 def test_a_step_slower_than_its_bytes_shows_by_how_much(tmp_path):

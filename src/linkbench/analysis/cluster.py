@@ -23,8 +23,8 @@ The bytes come from the backend's algorithms (:mod:`linkbench.link.crossing`, gl
 ranks of an emulated cluster share the host's cores: each rank runs max(1, cores // ranks)
 threads, so above one thread a core, R ranks' computing takes ranks x threads / cores times
 as long (``core_share``); a real cluster's ranks each have their own device, where that factor
-is 1. Strategies whose every call spans the world (DDP, FSDP) are projected; HSDP's groups
-follow its mesh, and ZeRO's broadcasts one share per rank: those are measured, not projected.
+is 1. DDP's and FSDP's calls span the world; HSDP's are placed on its mesh, one replica a
+node (:func:`placed`). ZeRO broadcasts one share per rank: it is measured, not projected.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 from linkbench.link.crossing import Call, node_bytes, uplink_bytes
 
-PROJECTED_STRATEGIES = ("ddp", "fsdp")
+PROJECTED_STRATEGIES = ("ddp", "fsdp", "hsdp")
 
 
 class ClusterError(ValueError):
@@ -116,8 +116,8 @@ def measured(result: dict[str, Any], source: str) -> Measured:
     if strategy not in PROJECTED_STRATEGIES or not calls:
         raise ClusterError(
             f"{source}: strategy {strategy or 'unknown'}: only "
-            f"{', '.join(PROJECTED_STRATEGIES)} are projected (their calls span the world, on "
-            "gloo); measure the others on the cluster itself."
+            f"{', '.join(PROJECTED_STRATEGIES)} are projected (their calls placed anew over "
+            "the ranks, on gloo); measure the others on the cluster itself."
         )
     trace = (result.get("trace") or {}).get("mean") or {}
     if "overlapped_ms" in trace:
@@ -146,11 +146,27 @@ def measured(result: dict[str, Any], source: str) -> Measured:
     )
 
 
+def placed(between: Measured, nodes: int, ranks: int) -> list[Call]:
+    """The measured job's calls over ``nodes`` x ``ranks`` ranks. DDP's and FSDP's span the
+    world. HSDP's (one replica a node) gather and reduce-scatter inside each node (a row of
+    its mesh) the sizes it did, and all-reduce each rank's gradient shard, 1/R of the
+    reduce-scattered bytes, across the nodes (a column): what ``HSDPStrategy`` calls."""
+    world = nodes * ranks
+    if between.strategy != "hsdp":
+        return [Call(c.op, c.size, c.src) for c in between.calls if c.src < world]
+    sizes = {c.op: c.size for c in between.calls}
+    rows = [tuple(range(n * ranks, (n + 1) * ranks)) for n in range(nodes)]
+    columns = [tuple(range(r, world, ranks)) for r in range(ranks)]
+    calls = [Call(op, sizes[op], group=row) for row in rows
+             for op in ("all_gather", "reduce_scatter")]  # fmt: skip
+    return calls + [Call("all_reduce", sizes["reduce_scatter"] / ranks, group=c) for c in columns]
+
+
 def predict(between: Measured, inside_gb_s: float, nodes: int, ranks: int) -> dict[str, float]:
     """The step on ``nodes`` nodes of ``ranks`` ranks of this host (module docstring), from
     the job between nodes and the bus bandwidth inside one."""
     world = nodes * ranks
-    calls = [Call(c.op, c.size, c.src) for c in between.calls if c.src < world]
+    calls = placed(between, nodes, ranks)
     uplinks = uplink_bytes(calls, world, nodes)
     uplink = max((max(u["tx_bytes"], u["rx_bytes"]) for u in uplinks), default=0.0)
     inside_bytes = node_bytes(calls, world, nodes)

@@ -24,7 +24,7 @@ place of the measured bandwidth).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from linkbench.analysis.stats import Mean
@@ -181,6 +181,14 @@ def _node_busbw(config: Configuration, link: dict[str, Any], busbw: float) -> fl
 def _mean(config: Configuration, key: str) -> float | None:
     found = config.mean(key)
     return found.mean if found is not None else None
+
+
+def with_bytes_of(base: LinkRow, arm: LinkRow) -> float:
+    """The step ``base``'s job would take sending ``arm``'s bytes (through the busiest uplink
+    and inside the nodes) at ``base``'s measured bus bandwidths: what compression's fewer
+    bytes alone would buy, from the uncompressed run."""
+    moved = replace(base, uplink_predicted=arm.link_bytes(), node_bytes=arm.node_bytes)
+    return base.step_ms.mean - base.comm_ms() + moved.comm_ms()
 
 
 def predicted_at_rate(row: LinkRow, rate_gbit_s: float) -> float:
