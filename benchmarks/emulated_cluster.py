@@ -48,8 +48,6 @@ SWEEPS = {
     "strategies": [EXPERIMENT],
     "between": [EXPERIMENT, "interconnect.nodes=2", "devices=2", "strategy=ddp,fsdp,hsdp",
                 "repeats=3"],
-    "inside": [EXPERIMENT, "interconnect.nodes=1", "devices=2", "strategy=ddp", "repeats=1",
-               "profile=none"],
     "ddp_fp16": [EXPERIMENT, "strategy=ddp", "comm_hook=none,fp16", "repeats=3",
                  *_summary("comm_hook", "none")],
     "hsdp_bf16": [EXPERIMENT, "strategy=hsdp", "strategy.reduce_dtype=null,bfloat16",
@@ -57,6 +55,8 @@ SWEEPS = {
     "rates": [EXPERIMENT, "strategy=ddp,hsdp", "interconnect.rate_gbit_s=0.25,1", "repeats=1",
               *_summary("interconnect.rate_gbit_s", "1")],
 }  # fmt: skip
+# One job, not a sweep: the path inside a node (1 node x 2 ranks), into OUT/inside/job.
+INSIDE = [EXPERIMENT, "interconnect.nodes=1", "devices=2", "strategy=ddp", "profile=none"]
 
 
 def _comparisons(sweep: Path, axis: str, baseline: object):
@@ -174,11 +174,12 @@ def main() -> int:
     parser.add_argument("out", type=Path, help="where the sweeps go (or are)")
     parser.add_argument("--no-run", action="store_true", help="read sweeps already made")
     args = parser.parse_args()
-    for name, overrides in SWEEPS.items():
+    runs = {name: ["-m", *overrides, f"hydra.sweep.dir={args.out / name}"]
+            for name, overrides in SWEEPS.items()}  # fmt: skip
+    runs["inside"] = [*INSIDE, f"hydra.run.dir={args.out / 'inside' / 'job'}"]
+    for name, overrides in runs.items():
         if not args.no_run and not (args.out / name).exists():
-            command = [sys.executable, "run.py", "-m", *overrides,
-                       f"hydra.sweep.dir={args.out / name}"]  # fmt: skip
-            subprocess.run(command, cwd=REPO, check=True)
+            subprocess.run([sys.executable, "run.py", *overrides], cwd=REPO, check=True)
     out = args.out
     sections = {
         "1. Bytes through each uplink": uplink_bytes(out / "strategies"),

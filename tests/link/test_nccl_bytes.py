@@ -5,10 +5,13 @@ made by hand from the graph the log shows."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from linkbench.launcher.job import nccl_uplinks
 from linkbench.link.crossing import Call
+from linkbench.link.emulated import LinkSpec
 from linkbench.link.nccl_bytes import NotModelled, pair_bytes, predict, read_graph, uplink_bytes
 
 LOG = Path(__file__).parent / "data" / "nccl" / "nccl-2.28-2x2-socket-constructed.log"
@@ -79,3 +82,19 @@ def test_a_job_s_record_gets_each_uplink_predicted_from_its_log():
     per_step.pop("nccl_choices")
     assert predict(per_step, no_tuning, 4, 2) is None
     assert "no TUNING line for AllReduce" in per_step["not_predicted"]
+
+
+def test_the_launcher_predicts_a_nccl_job_s_uplinks_from_the_logs_its_ranks_left(tmp_path):
+    """Each rank's NCCL_DEBUG_FILE, read one after another after the job: the job's record
+    gains each uplink's predicted bytes and the busiest as the metric."""
+    lines = LOG.read_text().splitlines(keepends=True)
+    for rank, part in enumerate((lines[:8], lines[8:11], lines[11:14], lines[14:])):
+        (tmp_path / f"nccl.rank{rank}.log").write_text("".join(part))
+    plan = SimpleNamespace(log_dir=tmp_path, link=LinkSpec("0123abcd", 1.0, 0.0, 0.0, 4, 2))
+    per_step = {
+        "calls": [{"op": "all_reduce", "size": S, "src": 0, "group": []}],
+        "uplinks": [{"node": n, "tx_bytes_per_step": 0.0, "rx_bytes_per_step": 0.0}
+                    for n in range(2)],
+    }  # fmt: skip
+    assert nccl_uplinks(plan, per_step) == {"uplink_bytes_per_step_predicted": 1.5 * S}
+    assert per_step["uplinks"][1]["predicted_rx_bytes_per_step"] == 1.5 * S

@@ -1,6 +1,6 @@
 """An emulated cluster the box did not run, predicted from two it did: its two link classes.
 
-``python -m linkbench.project --cluster 2x2 BETWEEN_JOB INSIDE_JOB`` takes
+``python -m linkbench.project BETWEEN_JOB --cluster 2x2 --inside INSIDE_JOB`` takes
 
 - BETWEEN_JOB: a ``task=train`` job on an emulated link with one rank a node
   (``interconnect.nodes`` = the ranks, 2 nodes x 1 rank say): the link between nodes (its
@@ -14,7 +14,7 @@ and predicts the step on N nodes of R ranks (:func:`predict`):
     calls        = the measured job's calls, each over the N x R ranks
     comm_ms      = bytes through the busiest uplink / the between-nodes bus bandwidth
                    + bytes the busiest rank sends in calls that stay inside a node
-                     / the inside bus bandwidth        (the summary's rule, analysis/emulated.py)
+                     / the inside bus bandwidth      (the summary's rule: emulated.comm_ms)
     compute_ms   = the measured computing and rest x the cores' share (below)
     hidden_ms    = min(the measured overlap fraction x comm_ms, compute_ms)
     step_ms      = compute_ms + comm_ms - hidden_ms
@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from linkbench.analysis.emulated import comm_ms
 from linkbench.link.crossing import Call, node_bytes, uplink_bytes
 
 PROJECTED_STRATEGIES = ("ddp", "fsdp", "hsdp")
@@ -43,7 +44,7 @@ class ClusterError(ValueError):
 
 @dataclass(frozen=True)
 class Measured:
-    """What one measured job gives the projection."""
+    """What the job between nodes (one rank a node) gives the projection."""
 
     world: int
     busbw_gb_s: float
@@ -170,7 +171,7 @@ def predict(between: Measured, inside_gb_s: float, nodes: int, ranks: int) -> di
     uplinks = uplink_bytes(calls, world, nodes)
     uplink = max((max(u["tx_bytes"], u["rx_bytes"]) for u in uplinks), default=0.0)
     inside_bytes = node_bytes(calls, world, nodes)
-    comm = uplink / between.busbw_gb_s / 1e6 + inside_bytes / inside_gb_s / 1e6
+    comm = comm_ms(uplink, between.busbw_gb_s, inside_bytes, inside_gb_s)
     share = core_share(between.cpus, world) / core_share(between.cpus, between.world)
     compute = between.compute_ms * share
     hidden = min(between.overlap_fraction * comm, compute)

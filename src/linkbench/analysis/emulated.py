@@ -35,6 +35,19 @@ from linkbench.link.emulated import payload_gb_s
 RATE_KEY = "interconnect.rate_gbit_s"
 
 
+def comm_ms(
+    uplink_bytes: float,
+    busbw_gb_s: float,
+    node_bytes: float = 0.0,
+    node_busbw_gb_s: float | None = None,
+) -> float:
+    """A step's communication on an emulated cluster: the busiest uplink's bytes at the link's
+    bus bandwidth, plus the bytes that stay inside a node (the busiest rank's) at the node
+    path's. A call that crosses an uplink goes at the uplink's pace, the slower path."""
+    inside = node_bytes / node_busbw_gb_s / 1e6 if node_bytes and node_busbw_gb_s else 0.0
+    return uplink_bytes / busbw_gb_s / 1e6 + inside
+
+
 @dataclass(frozen=True)
 class LinkRow:
     """One trained configuration on an emulated link, measured and predicted."""
@@ -83,13 +96,11 @@ class LinkRow:
         a ring all-reduce's busbw is its bytes through each link over its time), plus the
         time of the calls that stay inside the nodes at the node path's."""
         busbw = busbw_gb_s or self.busbw_gb_s
-        return self.link_bytes() / busbw / 1e6 + self.node_ms()
+        return comm_ms(self.link_bytes(), busbw, self.node_bytes, self.node_busbw_gb_s)
 
     def node_ms(self) -> float:
         """The calls that stay inside the nodes: their bytes at the node path's pace."""
-        if not self.node_bytes or not self.node_busbw_gb_s:
-            return 0.0
-        return self.node_bytes / self.node_busbw_gb_s / 1e6
+        return comm_ms(0.0, self.busbw_gb_s, self.node_bytes, self.node_busbw_gb_s)
 
     def exposed_ms(self) -> float:
         """The communication the bytes predict the step waits for: its time less what

@@ -90,11 +90,7 @@ def _failure_message(
 def check_transport(plan: JobPlan, link: dict[str, Any] | None = None) -> dict[str, Any]:
     """Verify the transport from the NCCL logs the workers left (NCCL_DEBUG_FILE or stdout)
     and, on an emulated link, from the workers' own sockets and the link's counters."""
-    logs = plan.log_dir
-    summary = None
-    if plan.backend == "nccl":
-        files = sorted(logs.glob(NCCL_LOGS)) or sorted(logs.glob(RANK_LOGS))
-        summary = parse_files(files)
+    summary = parse_files(_nccl_files(plan)) if plan.backend == "nccl" else None
     arm = plan.config.interconnect
     expected = str(arm.expected_transport)
     transport = verify(summary, expected, plan.backend, plan.world_size)
@@ -114,10 +110,14 @@ def check_transport(plan: JobPlan, link: dict[str, Any] | None = None) -> dict[s
     return transport
 
 
+def _nccl_files(plan: JobPlan) -> list[Path]:
+    """The NCCL logs the workers left: NCCL_DEBUG_FILE's, else the ranks' stdout."""
+    return sorted(plan.log_dir.glob(NCCL_LOGS)) or sorted(plan.log_dir.glob(RANK_LOGS))
+
+
 def _nccl_lines(plan: JobPlan) -> Iterator[str]:
     """Every line of the NCCL logs the workers left, one rank's file after another."""
-    files = sorted(plan.log_dir.glob(NCCL_LOGS)) or sorted(plan.log_dir.glob(RANK_LOGS))
-    for path in files:
+    for path in _nccl_files(plan):
         with open(path, errors="replace") as file:
             yield from file
 
