@@ -20,7 +20,8 @@ from concurrent.futures import ProcessPoolExecutor
 from linkbench.analysis.compare import FAMILIES, sweep_comparisons
 from linkbench.analysis.sequential import Design
 from linkbench.analysis.simulate import with_se
-from linkbench.launcher.sweeper import DEFAULT_MAX_ROUNDS, DEFAULT_MIN_ROUNDS, after_round
+from linkbench.launcher.sweeper import after_round
+from linkbench.sweep_defaults import DEFAULT_MAX_ROUNDS, DEFAULT_MIN_ROUNDS
 
 CV = 0.05
 TRUTHS = {

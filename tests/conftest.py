@@ -19,7 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from linkbench.config.schema import register
-from linkbench.worker.stop import alive  # noqa: F401 (the tests' too)
+from linkbench.stop import alive  # noqa: F401 (the tests' too)
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"

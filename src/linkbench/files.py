@@ -120,7 +120,7 @@ def rank_error_file(log_dir: Path, rank: int) -> Path:
 
 
 def failure_file(log_dir: Path, rank: int) -> Path:
-    """Where a worker records its own failure (:mod:`linkbench.worker.stop`)."""
+    """Where a worker records its own failure (:mod:`linkbench.stop`)."""
     return log_dir / f"failure.rank{rank}.json"
 
 

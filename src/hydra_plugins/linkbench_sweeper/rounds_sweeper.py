@@ -19,42 +19,26 @@ imports it to look for plugins, so the sweeper is there for any Hydra app, run.p
 
 # No `from __future__ import annotations`: Hydra imports plugins outside sys.modules, where
 # dataclasses cannot resolve string annotations.
-import errno
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.utils import JobReturn, JobStatus
-from omegaconf import OmegaConf, open_dict
+from hydra.core.utils import JobReturn
 
-from linkbench.analysis.sequential import DEFAULT_SPENDING, Design
-from linkbench.analysis.sweep import load_sweep
-from linkbench.config.plan import Machine, make_plan
-from linkbench.errors import ConfigError, DiskFull, refuse
-from linkbench.files import MULTIRUN_FILE
-from linkbench.launcher import stopping, sweep_end
-from linkbench.launcher.sweeper import (
+from linkbench.sweep_defaults import (
     AUTO,
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_ROUNDS,
     DEFAULT_MIN_ROUNDS,
-    AdaptiveRounds,
-    alternate_rounds,
-    check_adaptive,
-    check_axis,
-    check_configurations,
-    check_rounds,
-    check_size,
-    check_summary,
-    check_values,
-    round_sweep,
-    sweep_repeats,
+    DEFAULT_SPENDING,
 )
+
+# What a sweep runs on (numpy, the analysis, the plan, the stop handling) is imported where a
+# sweep uses it, not here: Hydra imports this module on every compose, to register it.
+if TYPE_CHECKING:
+    from linkbench.launcher.sweeper import AdaptiveRounds
 
 LINKBENCH_SUMMARY = "linkbench.launcher.callbacks.SweepSummary"
 
@@ -113,6 +97,10 @@ class RoundsSweeper(BasicSweeper):
         self.adaptive: AdaptiveRounds | None = None
 
     def sweep(self, arguments: list[str]) -> Any:
+        from linkbench.errors import ConfigError, refuse
+        from linkbench.launcher import stopping
+        from linkbench.launcher.sweeper import check_adaptive, check_rounds, sweep_repeats
+
         assert self.config is not None
         try:  # the sweep checked whole: a refusal is its sentence alone, before any job
             repeats = sweep_repeats(self.config, arguments)
@@ -144,6 +132,18 @@ class RoundsSweeper(BasicSweeper):
         jobs run (every round an adaptive design needs), and the sweep ends after its
         summary with the failed jobs named and exit status 1 (:mod:`linkbench.launcher.
         sweep_end`). A full disk ends it at once: a further job would fail the same way."""
+        import errno
+        import shutil
+        from pathlib import Path
+
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from hydra.core.utils import JobStatus
+        from omegaconf import OmegaConf
+
+        from linkbench.errors import DiskFull
+        from linkbench.files import MULTIRUN_FILE
+        from linkbench.launcher import sweep_end
+
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
@@ -185,6 +185,11 @@ class RoundsSweeper(BasicSweeper):
         )
 
     def _end_on_full_disk(self, where: str | None, *, setting_up: bool = False) -> NoReturn:
+        from pathlib import Path
+
+        from linkbench.analysis.sweep import load_sweep
+        from linkbench.launcher import sweep_end
+
         self._multirun_end()
         kept = [j for j in load_sweep(Path(str(self.config.hydra.sweep.dir)))
                 if j.get("status") == "completed"]  # fmt: skip
@@ -194,6 +199,18 @@ class RoundsSweeper(BasicSweeper):
         """Before the first job: every value once, the sweep's size (said, and confirmed when
         large), the summary's axis and baseline among the values, every configuration
         planned."""
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from omegaconf import open_dict
+
+        from linkbench.config.plan import Machine, make_plan
+        from linkbench.launcher.sweeper import (
+            check_axis,
+            check_configurations,
+            check_size,
+            check_summary,
+            check_values,
+        )
+
         assert self.config is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader
         parsed = OverridesParser.create(config_loader=loader).parse_overrides(
@@ -233,12 +250,19 @@ class RoundsSweeper(BasicSweeper):
         return sum(len(batch) for batch in (self.overrides or [])[self.batch_index :])
 
     def _parse_config(self) -> list[str]:
+        from linkbench.launcher.sweeper import round_sweep
+
         rounds = [] if self.is_adaptive else round_sweep(self.rounds)
         return rounds + super()._parse_config()
 
     def is_done(self) -> bool:
         if not self.is_adaptive:
             return super().is_done()
+        from pathlib import Path
+
+        from linkbench.analysis.sequential import Design
+        from linkbench.launcher.sweeper import AdaptiveRounds
+
         assert self.overrides is not None and self.config is not None
         if self.adaptive is None:  # the configurations, once each, as Hydra expanded them
             summary = self.config.hydra.callbacks.get("sweep_summary") or {}
@@ -266,6 +290,8 @@ class RoundsSweeper(BasicSweeper):
 
     def get_job_batch(self) -> Sequence[Sequence[str]]:
         if not self._ordered and not self.is_adaptive:
+            from linkbench.launcher.sweeper import alternate_rounds
+
             assert self.overrides is not None
             jobs = alternate_rounds([list(j) for b in self.overrides for j in b], self.rounds)
             size = len(jobs) // self.rounds if self.concurrent_jobs else self.max_batch_size

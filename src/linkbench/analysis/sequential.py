@@ -54,9 +54,9 @@ from typing import Any
 import numpy as np
 
 from linkbench.files import ROUNDS_FILE, read_json
+from linkbench.sweep_defaults import DEFAULT_SPENDING
 
 SPENDING = ("obrien_fleming", "pocock", "hwang_shih_decani(GAMMA)")
-DEFAULT_SPENDING = "obrien_fleming"
 FIRST_LOOK = 2  # paired rounds: the first look with a spread
 _HSD = re.compile(r"hwang_shih_decani\((-?\d+(?:\.\d+)?)\)")
 PATHS = 400_000  # simulated A/A sweeps per design: the total error within ±0.001 (2 sd)

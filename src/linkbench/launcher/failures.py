@@ -7,7 +7,7 @@ memory, ``kill -9``) writes nothing and is known by its signal. The first to fai
 killed by a signal that the launcher did not send (it sends SIGTERM, and SIGKILL only to a
 rank still alive after its grace period), else the rank whose recorded failure came first.
 
-The records are written by :func:`linkbench.worker.stop.record_failure`.
+The records are written by :func:`linkbench.stop.record_failure`.
 """
 
 from __future__ import annotations

@@ -57,8 +57,8 @@ from linkbench.link.nccl_log import parse_files, requested_vs_used
 from linkbench.link.netns import LinkError, Network, new_spec
 from linkbench.link.transport import verify, verify_link
 from linkbench.parts.datasets import fetch
+from linkbench.stop import Stopped, stops_held
 from linkbench.worker.main import worker_main
-from linkbench.worker.stop import Stopped, stops_held
 from linkbench.worker.task import Task, task_class
 
 log = logging.getLogger("linkbench")

@@ -31,8 +31,8 @@ from linkbench.config.overrides import sets
 from linkbench.config.plan import JobPlan
 from linkbench.errors import ConfigError
 from linkbench.files import rank_error_file, rank_log
+from linkbench.stop import LAUNCHER_PID, disk_full
 from linkbench.worker.main import worker_main
-from linkbench.worker.stop import LAUNCHER_PID, disk_full
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
 # imports torch._dynamo, which takes seconds on its own.

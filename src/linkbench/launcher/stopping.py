@@ -28,7 +28,7 @@ from linkbench.analysis.sweep import load_sweep
 from linkbench.files import SUMMARY_MD
 from linkbench.launcher.processes import children
 from linkbench.launcher.sweep_end import resume_command
-from linkbench.worker.stop import alive
+from linkbench.stop import alive
 
 # How long a stopped sweep waits for the jobs it started to end (each job's own launcher
 # waits for its ranks, within the elastic agent's 30 s, before it exits).

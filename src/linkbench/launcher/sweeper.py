@@ -42,14 +42,13 @@ from linkbench.analysis.sweep import Configuration, load_sweep
 from linkbench.config.overrides import key, override_texts, parse, settings
 from linkbench.errors import ConfigError
 from linkbench.files import ROUNDS_FILE, read_json, write_json
+from linkbench.sweep_defaults import (
+    AUTO,
+)
 
 log = logging.getLogger("linkbench")
 
 ROUND_KEY = "round"
-AUTO = "auto"
-DEFAULT_MAX_ROUNDS = 8
-DEFAULT_MIN_ROUNDS = 3
-DEFAULT_MAX_JOBS = 200
 # Rounds in which a configuration's job failed before an adaptive sweep stops running it.
 GIVE_UP_AFTER = 2
 

@@ -29,10 +29,7 @@ from linkbench.link.interconnect import apply_env, nccl_environment
 from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
 from linkbench.link.transport import nccl_debug_env
 from linkbench.parts.rank import Rank
-from linkbench.worker import phases
-from linkbench.worker.board import Board
-from linkbench.worker.emulated import check_sockets, measure, measure_nodes, store
-from linkbench.worker.stop import (
+from linkbench.stop import (
     STOP_SIGNALS,
     disk_full,
     peer_left,
@@ -42,6 +39,9 @@ from linkbench.worker.stop import (
     stops_held,
     watch_launcher,
 )
+from linkbench.worker import phases
+from linkbench.worker.board import Board
+from linkbench.worker.emulated import check_sockets, measure, measure_nodes, store
 from linkbench.worker.task import task_class
 
 log = logging.getLogger("linkbench")

@@ -1,5 +1,6 @@
 """How a worker stops: SIGTERM as a clean stop, the end of its launcher, and the record of
-its own failure.
+its own failure. Below both the launcher and the worker, which share it (the launcher holds
+stops while it records, and asks whether a process is alive).
 
 SIGTERM in a worker raises :class:`Stopped`, so its ``finally`` blocks run (TensorBoard
 flushes) before it exits, as Ctrl-C's KeyboardInterrupt does. A worker whose launching
