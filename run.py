@@ -12,7 +12,8 @@ from omegaconf import DictConfig
 
 from linkbench.config import hydra_errors
 from linkbench.config.overrides import command_line_overrides, unknown_key
-from linkbench.config.schema import Config, register
+from linkbench.config.registry import register
+from linkbench.config.schema import Config
 from linkbench.errors import ConfigError, refuse
 
 register(project_root=Path(__file__).resolve().parent)

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from linkbench.config.schema import register
+from linkbench.config.registry import register
 from linkbench.stop import alive  # noqa: F401 (the tests' too)
 
 REPO = Path(__file__).resolve().parents[1]

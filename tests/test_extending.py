@@ -118,7 +118,7 @@ import time
 
 import torch.distributed as dist
 
-from linkbench.config.schema import require
+from linkbench.config.checks import require
 from linkbench.metrics import Metric
 from linkbench.worker.task import Task
 

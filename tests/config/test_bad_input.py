@@ -19,7 +19,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from linkbench.config.plan import Machine, make_plan
-from linkbench.config.schema import Config, options
+from linkbench.config.registry import options
+from linkbench.config.schema import Config
 from linkbench.errors import ConfigError
 
 from ..conftest import QUICK, clean_env, load_result, run_cli

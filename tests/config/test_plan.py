@@ -9,7 +9,7 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
 from linkbench.config.plan import Machine, OutsideWorld, PartsFacts, make_plan
-from linkbench.config.schema import options
+from linkbench.config.registry import options
 from linkbench.errors import ConfigError
 from linkbench.files import describe_file
 

@@ -62,7 +62,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 
 from linkbench.config.plan import Machine, make_plan
-from linkbench.config.schema import options, register
+from linkbench.config.registry import options, register
 
 register(project_root=Path({repo!r}))
 with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):

@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
+from linkbench.config.choices import Decay
 from linkbench.config.data_sizes import held_out_size, train_size
 from linkbench.config.plan import Machine, make_plan
 from linkbench.config.scaling import LrSchedule
-from linkbench.config.schema import Decay
 from linkbench.errors import ConfigError
 from linkbench.parts.data import held_out_batches
 from linkbench.parts.datasets import dataset

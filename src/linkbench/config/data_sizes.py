@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from linkbench.config.schema import DataConfig, DataName
+from linkbench.config.choices import DataName
+from linkbench.config.groups import DataConfig
 
 CIFAR10_TRAIN, CIFAR10_TEST = 50_000, 10_000
 SPLIT_SEED = 0  # the held-out split is the same for every job, whatever its seed

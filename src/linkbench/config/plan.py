@@ -23,28 +23,24 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-from linkbench.config.data_sizes import folder_classes, held_out_size, train_size
-from linkbench.config.host import gpu_memory_bytes, memory_limit_bytes
-from linkbench.config.hydra_errors import sentence
-from linkbench.config.layout import Layout, fits
-from linkbench.config.overrides import JobOverrides, key_hint
-from linkbench.config.scaling import LrSchedule, scaled_lr
-from linkbench.config.schema import (
-    AUTO,
+from linkbench.config.checks import require
+from linkbench.config.choices import (
     DEFAULT_STEPS,
     BackendName,
-    Config,
     DataName,
     InterconnectName,
     PrecisionName,
     ScalingRule,
     WarmupFrom,
-    auto_node,
-    auto_options,
-    options,
-    own_target,
-    require,
 )
+from linkbench.config.data_sizes import folder_classes, held_out_size, train_size
+from linkbench.config.host import gpu_memory_bytes, memory_limit_bytes
+from linkbench.config.hydra_errors import sentence
+from linkbench.config.layout import Layout, fits
+from linkbench.config.overrides import JobOverrides, key_hint
+from linkbench.config.registry import AUTO, auto_node, auto_options, options
+from linkbench.config.scaling import LrSchedule, scaled_lr
+from linkbench.config.schema import Config, own_target
 from linkbench.config.tasks import AllReduceTask
 from linkbench.errors import ConfigError
 from linkbench.files import COMPILE_CACHE_DIR, LOG_DIR, usable_checkpoint
@@ -579,7 +575,7 @@ def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
 
 def follow_machine(cfg: DictConfig, overrides: JobOverrides, machine: Machine) -> DictConfig:
     """``cfg`` with ``model=auto`` and ``precision=auto`` as the options that suit
-    ``machine`` (:func:`~linkbench.config.schema.auto_options`); ``cfg`` itself where
+    ``machine`` (:func:`~linkbench.config.registry.auto_options`); ``cfg`` itself where
     neither is auto. A key the user set under the auto option (any value that differs from
     what ``auto`` alone composes to, and any of ``overrides`` under its group) holds for the
     option it stands for."""

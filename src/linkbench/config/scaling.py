@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from linkbench.config.schema import Decay, ScalingRule
+from linkbench.config.choices import Decay, ScalingRule
 
 # Multiplier on base_lr for a global batch this many times scaling.reference_batch.
 RULES = {

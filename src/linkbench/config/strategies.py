@@ -1,7 +1,7 @@
 """The built-in strategies (``strategy/``), one dataclass per option: its keys, its
-capabilities (what :meth:`~linkbench.config.schema.StrategyConfig.check` lets it run with),
+capabilities (what :meth:`~linkbench.config.groups.StrategyConfig.check` lets it run with),
 and the ``_target_`` of its runtime class in :mod:`linkbench.parts.strategy`, which only the
-workers import. :func:`linkbench.config.schema.register_schema` stores each in Hydra's
+workers import. :func:`linkbench.config.registry.register_schema` stores each in Hydra's
 ConfigStore under its name, so ``strategy=fsdp`` composes :class:`FSDPStrategy` and its
 keys alone.
 
@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from linkbench.config.schema import Config, StrategyConfig, TensorDtype, require
+from linkbench.config.checks import require
+from linkbench.config.choices import TensorDtype
+from linkbench.config.schema import Config, StrategyConfig
 
 
 @dataclass

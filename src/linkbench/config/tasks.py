@@ -1,6 +1,6 @@
 """The built-in tasks (``task/``), one dataclass per option: its keys, what it refuses, its
 headline metric, and the ``_target_`` of its runtime class, which only the workers import.
-:func:`linkbench.config.schema.register_schema` stores each in Hydra's ConfigStore under its
+:func:`linkbench.config.registry.register_schema` stores each in Hydra's ConfigStore under its
 name, so ``task=allreduce`` composes :class:`AllReduceTask` and its keys alone.
 
 A new built-in task is one dataclass here (and its entry in :data:`TASKS`) and one runtime
@@ -9,13 +9,10 @@ class (``run``, ``finish``, ``report``: :mod:`linkbench.worker.task`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from linkbench.config.checks import require, require_not_negative, require_positive
-from linkbench.config.schema import TENSOR_DTYPES, Collective, TaskConfig
-
-if TYPE_CHECKING:
-    from linkbench.config.schema import Config
+from linkbench.config.choices import TENSOR_DTYPES, Collective
+from linkbench.config.schema import Config, TaskConfig
 
 
 @dataclass

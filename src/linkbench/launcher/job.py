@@ -28,9 +28,9 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 from linkbench.analysis.phases import job_line
+from linkbench.config.choices import InterconnectName
 from linkbench.config.overrides import JobOverrides, override_texts
 from linkbench.config.plan import JobPlan, Machine, make_plan
-from linkbench.config.schema import InterconnectName
 from linkbench.errors import ConfigError, DiskFull, JobFailed, JobInterrupted, end, refuse
 from linkbench.files import (
     METRICS_FILE,

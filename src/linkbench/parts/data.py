@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, Subset, TensorDataset
 
-from linkbench.config.schema import Config, DataName, ModelInput
+from linkbench.config.choices import DataName, ModelInput
+from linkbench.config.schema import Config
 from linkbench.parts import datasets
 from linkbench.parts.rank import Rank
 

@@ -21,8 +21,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.utils.data import Dataset, Subset, TensorDataset
 
+from linkbench.config.choices import DataName
 from linkbench.config.data_sizes import SPLIT_SEED, digits_arrays
-from linkbench.config.schema import DataConfig, DataName
+from linkbench.config.groups import DataConfig
 from linkbench.errors import ConfigError
 
 CIFAR10_HOME = "https://www.cs.toronto.edu/~kriz/cifar.html"

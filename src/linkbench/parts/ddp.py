@@ -18,7 +18,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from linkbench.config.schema import CommHookConfig, DDPConfig
+from linkbench.config.groups import CommHookConfig, DDPConfig
 from linkbench.parts.delay import CommDelay
 
 

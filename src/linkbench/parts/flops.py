@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from linkbench.config.schema import ModelConfig
+from linkbench.config.groups import ModelConfig
 from linkbench.parts.models import COUNTED_SAMPLES, build_model, example_inputs
 
 # TFLOP/s per device: NVIDIA H200, H100 (SXM5, PCIe) and A100 datasheets, and the L40S's.

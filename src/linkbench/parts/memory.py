@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from linkbench.config.schema import ModelConfig
+from linkbench.config.groups import ModelConfig
 from linkbench.parts.models import COUNTED_SAMPLES, build_model, example_inputs
 
 # Copies of the weights a rank holds besides the weights themselves: the gradients and DDP's

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from linkbench.config.schema import ModelConfig
+from linkbench.config.groups import ModelConfig
 
 # TinyCNN pools its last feature map to this side: a little of where features are survives.
 POOLED = 4

@@ -14,8 +14,8 @@ from typing import Any
 import hydra.utils
 import torch
 
+from linkbench.config.groups import OptimizerConfig
 from linkbench.config.scaling import LrSchedule
-from linkbench.config.schema import OptimizerConfig
 
 
 def optimizer_class(

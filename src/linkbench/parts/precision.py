@@ -6,7 +6,7 @@ import contextlib
 
 import torch
 
-from linkbench.config.schema import PrecisionConfig
+from linkbench.config.groups import PrecisionConfig
 
 
 def configure_tf32(allow: bool) -> None:

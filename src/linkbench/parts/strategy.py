@@ -33,7 +33,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from linkbench.config.schema import Config, StrategyConfig, require
+from linkbench.config.checks import require
+from linkbench.config.schema import Config, StrategyConfig
 from linkbench.config.strategies import FSDPStrategy
 from linkbench.config.targets import import_class
 from linkbench.link.crossing import Call
@@ -80,7 +81,7 @@ class Parallel:
     ``module`` is the plain model (parameters and state, without a wrapper's prefixes);
     ``model`` is what a training step calls. A subclass is built as
     ``cls(model, config, device)`` on every rank, once the plan checked its option
-    (:meth:`linkbench.config.schema.StrategyConfig.check`)."""
+    (:meth:`linkbench.config.groups.StrategyConfig.check`)."""
 
     module: nn.Module
     model: nn.Module

@@ -19,8 +19,8 @@ import torch.distributed as dist
 from torch._C._profiler import _ExperimentalConfig
 from torch.profiler import ProfilerActivity, profile, schedule
 
+from linkbench.config.choices import ProfileName
 from linkbench.config.plan import JobPlan
-from linkbench.config.schema import ProfileName
 from linkbench.files import trace_path
 from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
+from linkbench.config.choices import CUDA_GRAPH_EAGER_STEPS
 from linkbench.config.plan import JobPlan
-from linkbench.config.schema import CUDA_GRAPH_EAGER_STEPS
 from linkbench.parts import precision
 from linkbench.parts.data import Batch
 from linkbench.parts.delay import StepDelay

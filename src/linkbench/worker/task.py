@@ -11,7 +11,7 @@ the worker and the record import, what the processes do:
 
 A task from outside the package has no option of its own: its class says the rest itself
 (``headline``, ``metrics``, ``trains`` and :meth:`Task.check`, read by the plan through
-:meth:`linkbench.config.schema.TaskConfig.spec`), so it is one module and one YAML file.
+:meth:`linkbench.config.groups.TaskConfig.spec`), so it is one module and one YAML file.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from linkbench.config.schema import Config, note_untrained, require
+from linkbench.config.checks import require
+from linkbench.config.schema import Config, note_untrained
 from linkbench.config.targets import import_class
 from linkbench.files import RESULT_FILE
 from linkbench.metrics import Metric, register

@@ -24,8 +24,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from linkbench.config.choices import PrecisionName
 from linkbench.config.plan import JobPlan
-from linkbench.config.schema import Config, PrecisionName
+from linkbench.config.schema import Config
 from linkbench.files import METRICS_FILE, RESULT_FILE, write_json
 from linkbench.link.crossing import PREDICTED_BACKENDS, attach, node_bytes, uplink_bytes
 from linkbench.metrics import probe_mark
