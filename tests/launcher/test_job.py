@@ -60,7 +60,7 @@ def test_default_job_trains_two_gloo_ranks_and_logs_everything(default_job):
     started, ended = hparams_session(job)  # the session spans the job: two runs of steps
     assert ended - started >= result["duration_s"] - 1.0 > 0
     assert set(events.Tags()["scalars"]) >= set(FINAL_METRICS.values()) - {
-        "final/mfu", "final/busbw_gb_s_peak", "final/link_busbw_gb_s"
+        "final/mfu", "final/busbw_gb_s_peak", "final/link_busbw_gb_s", "final/node_busbw_gb_s"
     }  # fmt: skip
     # Per-rank logs in the job directory (later runs in logs/repeat<N>); rank 0 on the console.
     for logs in (job / "logs", job / "logs" / "repeat1"):
