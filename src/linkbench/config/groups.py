@@ -1,11 +1,11 @@
 """One dataclass per config group (``conf/<group>/``), with the range checks beside its
-fields; the ``task`` and ``strategy`` groups have a base here and one dataclass per option
+fields. The ``task`` and ``strategy`` groups, whose options differ in their keys, have their
+base in :mod:`linkbench.config.schema` and one dataclass per option
 (:mod:`linkbench.config.tasks`, :mod:`linkbench.config.strategies`). The whole job's
-:class:`~linkbench.config.schema.Config` holds them."""
+:class:`~linkbench.config.schema.Config` holds them all."""
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +28,6 @@ from linkbench.config.choices import (
     WarmupFrom,
 )
 from linkbench.link.emulated import rate_problem
-
-if typing.TYPE_CHECKING:
-    pass
 
 
 @dataclass
