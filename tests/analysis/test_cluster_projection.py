@@ -31,7 +31,8 @@ def _result(world: int, nodes: int, busbw: float, strategy: str = "ddp", **trace
     return {
         "task": "train", "world_size": world, "strategy": strategy,
         "link": {"nodes": nodes, "measured_busbw_gb_s": busbw, "per_step": {"calls": calls}},
-        "trace": {"mean": mean}, "conditions": [{"start": {"cpus": 2}}], "metrics": {},
+        "trace": {"mean": mean}, "conditions": [{"start": {"cpus": 4, "cpus_usable": 2}}],
+        "metrics": {},
     }  # fmt: skip
 
 
@@ -62,11 +63,17 @@ def test_hsdp_is_placed_on_its_mesh_one_replica_a_node():
     p = predict(between, 0.7, 2, 2)
     assert p["uplink_bytes"] == pytest.approx(B) and p["inside_bytes"] == pytest.approx(2 * B)
     assert p["comm_ms"] == pytest.approx(B / 0.06 / 1e6 + 2 * B / 0.7 / 1e6)
+    with pytest.raises(ClusterError, match="hsdp replicates across nodes"):
+        predict(between, 0.7, 1, 4)
 
 
-def test_the_cores_share_only_counts_above_one_thread_a_core():
-    assert core_share(2, 1) == 1.0 and core_share(2, 2) == 1.0  # 2 and 1 threads a rank
-    assert core_share(2, 4) == 2.0 and core_share(16, 4) == 1.0
+def test_a_rank_s_computing_goes_with_its_threads_then_its_share_of_the_cores():
+    """2 cores: 1 rank runs 2 threads, 2 ranks 1 each, 4 ranks share 2 cores (twice as long
+    as 2 ranks). 16 cores: 2 ranks run 8 threads each, 4 ranks 4 each: twice as long too,
+    the same work on the same cores in all."""
+    assert core_share(2, 1) == 0.5 and core_share(2, 2) == 1.0 and core_share(2, 4) == 2.0
+    assert core_share(16, 4) / core_share(16, 2) == 2.0
+    assert core_share(16, 32) == 2.0  # 32 ranks of 1 thread on 16 cores
 
 
 @pytest.mark.parametrize(

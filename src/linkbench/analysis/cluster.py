@@ -21,10 +21,12 @@ and predicts the step on N nodes of R ranks (:func:`predict`):
 
 The bytes come from the backend's algorithms (:mod:`linkbench.link.crossing`, gloo). The
 ranks of an emulated cluster share the host's cores: each rank runs max(1, cores // ranks)
-threads, so above one thread a core, R ranks' computing takes ranks x threads / cores times
-as long (``core_share``); a real cluster's ranks each have their own device, where that factor
-is 1. DDP's and FSDP's calls span the world; HSDP's are placed on its mesh, one replica a
-node (:func:`placed`). ZeRO broadcasts one share per rank: it is measured, not projected.
+threads, and runs on them while the ranks' threads fit the cores, on its share of the cores
+once they do not: a rank's computing time goes with max(1 / threads, ranks / cores)
+(``core_share``), in the ratio of the topology's to the measured job's. A real cluster's
+ranks each have their own device, where that ratio is 1. DDP's and FSDP's calls span the
+world; HSDP's are placed on its mesh, one replica a node (:func:`placed`). ZeRO broadcasts
+one share per rank: it is measured, not projected.
 """
 
 from __future__ import annotations
@@ -75,8 +77,10 @@ def _threads(cpus: int, world: int) -> int:
 
 
 def core_share(cpus: int, world: int) -> float:
-    """How much longer a rank's computing takes because the ranks share the host's cores."""
-    return max(1.0, world * _threads(cpus, world) / cpus)
+    """A rank's computing time on this host, relative to that work on one core: it runs on
+    its threads while the ranks' threads fit the cores, on its share of the cores once they
+    do not (ranks x threads > cores)."""
+    return max(1 / _threads(cpus, world), world / cpus)
 
 
 def _link(result: dict[str, Any], source: str) -> dict[str, Any]:
@@ -135,7 +139,8 @@ def measured(result: dict[str, Any], source: str) -> Measured:
             f"{source}: neither a trace nor a compute-only step: run it with profile=trace "
             "(or task.no_sync_steps > 0)."
         )
-    cpus = int(((result.get("conditions") or [{}])[0].get("start") or {}).get("cpus") or 0)
+    start = (result.get("conditions") or [{}])[0].get("start") or {}
+    cpus = int(start.get("cpus_usable") or start.get("cpus") or 0)
     return Measured(
         world=world,
         busbw_gb_s=float(link["measured_busbw_gb_s"]),
@@ -167,6 +172,11 @@ def predict(between: Measured, inside_gb_s: float, nodes: int, ranks: int) -> di
     """The step on ``nodes`` nodes of ``ranks`` ranks of this host (module docstring), from
     the job between nodes and the bus bandwidth inside one."""
     world = nodes * ranks
+    if between.strategy == "hsdp" and nodes < 2:
+        raise ClusterError(
+            f"--cluster {nodes}x{ranks}: hsdp replicates across nodes and needs 2 or more; "
+            "project a topology of several nodes."
+        )
     calls = placed(between, nodes, ranks)
     uplinks = uplink_bytes(calls, world, nodes)
     uplink = max((max(u["tx_bytes"], u["rx_bytes"]) for u in uplinks), default=0.0)

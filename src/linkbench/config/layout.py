@@ -8,7 +8,7 @@ the world: the global batch (``batch`` per replica), the sampler and its share o
 the synthetic data's seed, the held-out split, throughput in samples and the loss and
 evaluation means (each replica's loss is counted once, on the rank that holds it). The
 built-in strategies are data-parallel only (tensor and pipeline sizes 1); a strategy's option
-says its sizes (:meth:`linkbench.config.groups.StrategyConfig.model_parallel_sizes`).
+says its sizes (:meth:`linkbench.config.schema.StrategyConfig.model_parallel_sizes`).
 """
 
 from __future__ import annotations

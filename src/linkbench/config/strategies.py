@@ -1,5 +1,5 @@
 """The built-in strategies (``strategy/``), one dataclass per option: its keys, its
-capabilities (what :meth:`~linkbench.config.groups.StrategyConfig.check` lets it run with),
+capabilities (what :meth:`~linkbench.config.schema.StrategyConfig.check` lets it run with),
 and the ``_target_`` of its runtime class in :mod:`linkbench.parts.strategy`, which only the
 workers import. :func:`linkbench.config.registry.register_schema` stores each in Hydra's
 ConfigStore under its name, so ``strategy=fsdp`` composes :class:`FSDPStrategy` and its

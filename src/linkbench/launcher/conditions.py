@@ -32,7 +32,9 @@ CLOCK_REASONS = {
 
 def snapshot() -> dict[str, Any]:
     """The host's load and every GPU's clock, temperature, power and clock reasons now."""
-    out: dict[str, Any] = {"cpus": os.cpu_count()}
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    # cpus_usable: the cores this process may run on, from which each rank's threads are set
+    out: dict[str, Any] = {"cpus": os.cpu_count(), "cpus_usable": usable or os.cpu_count()}
     try:
         out["load_1m"] = round(os.getloadavg()[0], 2)
     except OSError:  # not every platform has a load average

@@ -125,12 +125,12 @@ def _nccl_lines(plan: JobPlan) -> Iterator[str]:
 def nccl_uplinks(plan: JobPlan, per_step: dict[str, Any]) -> dict[str, float]:
     """An emulated cluster on NCCL: each uplink's bytes predicted from the rings, trees and
     per-call choices in NCCL's own log (:mod:`linkbench.link.nccl_bytes`), set beside what
-    its counters saw; the busiest's as the metric (none, and a reason, where not modelled)."""
+    its counters saw; the busiest's, and the bytes that stay inside a node, as metrics (none,
+    and a reason, where not modelled)."""
     spec = plan.link
     if spec is None or "calls" not in per_step:
         return {}
-    busiest = predict_nccl(per_step, _nccl_lines(plan), spec.ranks, spec.node_count)
-    return {} if busiest is None else {"uplink_bytes_per_step_predicted": busiest}
+    return predict_nccl(per_step, _nccl_lines(plan), spec.ranks, spec.node_count)
 
 
 def write_rerun_config(plan: JobPlan, job_dir: Path) -> None:

@@ -15,9 +15,11 @@ and TUNING, as linkbench sets it):
   prints its own; src/init.cc). A tree
   AllReduce reduces its share up to the root and broadcasts it down: each rank sends the
   share to its parent and to each child.
-- ``AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE ...`` (2.23+; the collective and the
-  bytes per rank's buffer): the algorithm and protocol of that call. A step's call is given
-  the choice NCCL made for the most bytes of that collective in the log.
+- ``AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE ...`` (2.24+; 2.23 prints numbers,
+  ``Algo 1 proto 2``; both name the collective and the bytes of the call): the algorithm and
+  protocol of that call. A step's call is given the choice NCCL made most often for the
+  calls of that collective nearest in size (on a log scale), so the link and node probes'
+  8 MiB calls price a training call only where the training's own calls are farther off.
 - The protocol's flags travel with the data: LL sends 8 bytes per 4 of data, LL128 128 per
   120, Simple the data alone (NVIDIA/nccl#281, sjeaugey: "LL maximum bandwidth 50% of the
   peak ... LL128 can achieve 95% peak").
@@ -28,20 +30,21 @@ CollNet and PAT are not modelled: such a call is named, not guessed.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from linkbench.link.crossing import Call, attach
-from linkbench.link.nccl_log import records
+from linkbench.link.nccl_log import choice_names, records
 
 _RING = re.compile(r"^Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
 _TREES = re.compile(r"\[(\d+)\]\s+(-?\d+)/(-?\d+)/(-?\d+)->(\d+)->(-?\d+)")
 _COMM = re.compile(r"^comm \S+ rank \d+ nRanks (\d+)")
 _NRANKS = re.compile(r"\bnRanks (\d+)")
 _TUNING = re.compile(r"^([A-Za-z]+): (\d+) Bytes -> Algo (\S+) proto (\S+)")
-WIRE = {"LL": 2.0, "LL128": 128 / 120, "SIMPLE": 1.0}
+WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}
 # A step's calls (linkbench.link.crossing.Call) by NCCL's names.
 NCCL_NAMES = {
     "all_reduce": "AllReduce",
@@ -63,11 +66,12 @@ class Graph:
     """Channel -> the ranks of its ring, in order."""
     trees: dict[int, dict[int, tuple[int, list[int]]]] = field(default_factory=dict)
     """Channel -> rank -> (parent, children); -1 for none."""
-    chosen: dict[str, Counter[tuple[str, str]]] = field(default_factory=dict)
-    """Collective -> bytes per (algorithm, protocol)."""
+    chosen: dict[str, Counter[tuple[int, str, str]]] = field(default_factory=dict)
+    """Collective -> how many calls of (bytes, algorithm, protocol)."""
 
-    def choice(self, op: str) -> tuple[str, str]:
-        """The (algorithm, protocol) NCCL chose for the most bytes of ``op``."""
+    def choice(self, op: str, size: float) -> tuple[str, str]:
+        """The (algorithm, protocol) NCCL chose most often for the calls of ``op`` nearest
+        in size to ``size`` bytes (on a log scale)."""
         name = NCCL_NAMES.get(op, op)
         found = self.chosen.get(name)
         if not found:
@@ -75,7 +79,9 @@ class Graph:
                 f"the log has no TUNING line for {name}: run with NCCL_DEBUG_SUBSYS including "
                 "TUNING (linkbench sets it unless NCCL_DEBUG is set)"
             )
-        return found.most_common(1)[0][0]
+        nearest = min({b for b, _, _ in found}, key=lambda b: abs(math.log(max(b, 1) / size)))
+        at = Counter({(a, p): n for (b, a, p), n in found.items() if b == nearest})
+        return at.most_common(1)[0][0]
 
 
 def _size(trees: str, current: int) -> int:
@@ -96,8 +102,8 @@ def read_graph(lines: Iterable[str], world: int) -> Graph:
             if m := _COMM.search(body):
                 current = int(m.group(1))
             if m := _TUNING.match(body):
-                key = (m.group(3).upper(), m.group(4).upper())
-                graph.chosen.setdefault(m.group(1), Counter())[key] += int(m.group(2))
+                algo, proto = choice_names(m.group(3), m.group(4))
+                graph.chosen.setdefault(m.group(1), Counter())[int(m.group(2)), algo, proto] += 1
             if (m := _RING.match(body)) and len(m.group(3).split()) == world:
                 graph.rings[int(m.group(1))] = [int(r) for r in m.group(3).split()]
             elif body.startswith("Trees") and _size(body, current) == world:
@@ -128,14 +134,14 @@ def pair_bytes(call: Call, algo: str, proto: str, graph: Graph) -> dict[tuple[in
         raise NotModelled(f"protocol {proto}")
     wire = WIRE[proto]
     out: dict[tuple[int, int], float] = {}
-    if algo == "RING":
+    if algo == "Ring":
         if not graph.rings:
             raise NotModelled("the log has no ring (Channel NN/MM : ranks) line")
         share = call.size * wire / len(graph.rings)
         for ring in graph.rings.values():
             for pair, sent in _ring_pairs(call.op, share, ring, call.src).items():
                 out[pair] = out.get(pair, 0.0) + sent
-    elif algo == "TREE" and call.op == "all_reduce":
+    elif algo == "Tree" and call.op == "all_reduce":
         if not graph.trees:
             raise NotModelled("the log has no Trees line")
         share = call.size * wire / len(graph.trees)
@@ -148,6 +154,17 @@ def pair_bytes(call: Call, algo: str, proto: str, graph: Graph) -> dict[tuple[in
     return out
 
 
+def _placed(calls: Iterable[Call], graph: Graph, world: int) -> list[dict[tuple[int, int], float]]:
+    """Each call's bytes from rank to rank on the wire, under NCCL's choice for it."""
+    out = []
+    for call in calls:
+        if call.group and len(call.group) != world:
+            raise NotModelled("a call on a subgroup: its communicator's log is its own")
+        algo, proto = graph.choice(call.op, call.size)
+        out.append(pair_bytes(call, algo, proto, graph))
+    return out
+
+
 def uplink_bytes(
     calls: Iterable[Call], graph: Graph, world: int, nodes: int
 ) -> list[dict[str, float]]:
@@ -155,27 +172,41 @@ def uplink_bytes(
     NCCL's graph and choices (ranks on ``nodes`` nodes of consecutive ranks)."""
     per_node = world // nodes
     out = [{"node": k, "tx_bytes": 0.0, "rx_bytes": 0.0} for k in range(nodes)]
-    for call in calls:
-        if call.group and len(call.group) != world:
-            raise NotModelled("a call on a subgroup: its communicator's log is its own")
-        algo, proto = graph.choice(call.op)
-        for (a, b), sent in pair_bytes(call, algo, proto, graph).items():
+    for pairs in _placed(calls, graph, world):
+        for (a, b), sent in pairs.items():
             if a // per_node != b // per_node:
                 out[a // per_node]["tx_bytes"] += sent
                 out[b // per_node]["rx_bytes"] += sent
     return out
 
 
-def predict(per_step: dict, lines: Iterable[str], world: int, nodes: int) -> float | None:
+def node_bytes(calls: Iterable[Call], graph: Graph, world: int, nodes: int) -> float:
+    """Bytes the busiest rank sends inside its node over the calls that cross no uplink
+    (as :func:`linkbench.link.crossing.node_bytes` counts them for gloo)."""
+    per_node = world // nodes
+    sent = [0.0] * world
+    for pairs in _placed(calls, graph, world):
+        if all(a // per_node == b // per_node for a, b in pairs):
+            for (a, _), value in pairs.items():
+                sent[a] += value
+    return max(sent, default=0.0)
+
+
+def predict(per_step: dict, lines: Iterable[str], world: int, nodes: int) -> dict[str, float]:
     """A NCCL job's ``link.per_step`` (its calls, its uplinks as seen) given each uplink's
     predicted bytes from the job's NCCL log, and the algorithm and protocol of each call;
-    the busiest uplink's predicted bytes, or None with ``not_predicted`` saying why."""
+    the metrics ``uplink_bytes_per_step_predicted`` (the busiest uplink's) and
+    ``node_bytes_per_step_predicted``, or none, with ``not_predicted`` saying why."""
     calls = [Call(c["op"], c["size"], c["src"], tuple(c["group"])) for c in per_step["calls"]]
     graph = read_graph(lines, world)
     try:
         predicted = uplink_bytes(calls, graph, world, nodes)
+        inside = node_bytes(calls, graph, world, nodes)
     except NotModelled as error:
         per_step["not_predicted"] = f"NCCL: {error}"
-        return None
-    per_step["nccl_choices"] = {c.op: "/".join(graph.choice(c.op)) for c in calls}
-    return attach(per_step["uplinks"], predicted)
+        return {}
+    per_step["nccl_choices"] = {c.op: "/".join(graph.choice(c.op, c.size)) for c in calls}
+    return {
+        "uplink_bytes_per_step_predicted": attach(per_step["uplinks"], predicted),
+        "node_bytes_per_step_predicted": inside,
+    }

@@ -116,6 +116,15 @@ def _canonical(value: str, names: tuple[str, ...], keys: dict[str, str]) -> str:
     return keys.get(_key(value), value)
 
 
+def choice_names(algo: str, proto: str) -> tuple[str, str]:
+    """NCCL's display names (``Ring``, ``Simple``) of a TUNING line's algorithm and protocol,
+    numbers (2.20-2.23) or spellings (2.24+: ``RING``, ``SIMPLE``)."""
+    return (
+        _canonical(algo, ALGORITHMS, _ALGORITHM_KEYS),
+        _canonical(proto, PROTOCOLS, _PROTOCOL_KEYS),
+    )
+
+
 def records(line: str) -> Iterator[tuple[str | None, str]]:
     """(level, body) of each NCCL record on one physical line, decorations removed.
 

@@ -81,7 +81,7 @@ class Parallel:
     ``module`` is the plain model (parameters and state, without a wrapper's prefixes);
     ``model`` is what a training step calls. A subclass is built as
     ``cls(model, config, device)`` on every rank, once the plan checked its option
-    (:meth:`linkbench.config.groups.StrategyConfig.check`)."""
+    (:meth:`linkbench.config.schema.StrategyConfig.check`)."""
 
     module: nn.Module
     model: nn.Module

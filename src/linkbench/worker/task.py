@@ -11,7 +11,7 @@ the worker and the record import, what the processes do:
 
 A task from outside the package has no option of its own: its class says the rest itself
 (``headline``, ``metrics``, ``trains`` and :meth:`Task.check`, read by the plan through
-:meth:`linkbench.config.groups.TaskConfig.spec`), so it is one module and one YAML file.
+:meth:`linkbench.config.schema.TaskConfig.spec`), so it is one module and one YAML file.
 """
 
 from __future__ import annotations
