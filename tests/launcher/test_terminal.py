@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import REPO, clean_env
-from .test_stopping import _descendants
+from .test_stopping import _descendants, _left
 
 pytestmark = pytest.mark.slow  # each sweep is a few jobs' set-up on 2 cores
 
@@ -125,8 +125,7 @@ def test_one_ctrl_c_at_a_terminal_stops_the_sweep_in_set_up_or_training(tmp_path
     assert "sigval" not in console, "the stop is a stop, whenever it lands"
     results = [json.loads(p.read_text()) for p in sweep.glob("*/result.json")]
     assert [r["status"] for r in results] in ([], ["interrupted"]), results
-    time.sleep(2)
-    assert not [pid for pid in below if Path(f"/proc/{pid}").exists()]
+    assert not _left(below)
 
 
 def test_a_second_ctrl_c_ends_the_stopping_sweep_at_once_keeping_what_was_written(tmp_path):
@@ -149,5 +148,4 @@ def test_a_second_ctrl_c_ends_the_stopping_sweep_at_once_keeping_what_was_writte
     assert ended_in_s < 5, "the second Ctrl-C ends the sweep at once"
     (record,) = [json.loads(p.read_text()) for p in sweep.glob("*/result.json")]
     assert record["status"] == "interrupted" and record["metrics"], "what was written is kept"
-    time.sleep(2)
-    assert not [pid for pid in below if Path(f"/proc/{pid}").exists()]
+    assert not _left(below)
