@@ -10,16 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from linkbench.launcher.job import nccl_uplinks
-from linkbench.link.crossing import Call
+from linkbench.link.crossing import Call, node_bytes_of, uplink_bytes_of
 from linkbench.link.emulated import LinkSpec
-from linkbench.link.nccl_bytes import (
-    NotModelled,
-    node_bytes,
-    pair_bytes,
-    predict,
-    read_graph,
-    uplink_bytes,
-)
+from linkbench.link.nccl_bytes import NotModelled, pair_bytes, placed, predict, read_graph
 
 LOG = Path(__file__).parent / "data" / "nccl" / "nccl-2.28-2x2-socket-constructed.log"
 S = 40e6
@@ -46,7 +39,7 @@ def test_the_world_s_rings_and_trees_are_read_and_a_subcommunicator_s_left_out(g
 def test_a_ring_all_reduce_crosses_each_uplink_once_each_way_per_channel(graph):
     """Ring 0 1 2 3 on both channels, half the data each: 1 -> 2 and 3 -> 0 cross,
     2 x 3/4 of S/2 each per channel: 1.5 S each way, as gloo's ring."""
-    found = uplink_bytes([Call("all_reduce", S)], graph, 4, 2)
+    found = uplink_bytes_of(placed([Call("all_reduce", S)], graph, 4), 4, 2)
     assert [(u["tx_bytes"], u["rx_bytes"]) for u in found] == [(1.5 * S, 1.5 * S)] * 2
 
 
@@ -65,7 +58,7 @@ def test_a_tree_all_reduce_sends_its_share_up_and_down_each_tree(graph):
 def test_a_broadcast_on_the_ll_protocol_sends_its_flags_too(graph):
     """Ring/LL from rank 0: the chain 0 -> 1 -> 2 -> 3 crosses once, out of node 0, at 8
     bytes for every 4 of data."""
-    found = uplink_bytes([Call("broadcast", 1000.0)], graph, 4, 2)
+    found = uplink_bytes_of(placed([Call("broadcast", 1000.0)], graph, 4), 4, 2)
     assert [(u["tx_bytes"], u["rx_bytes"]) for u in found] == [(2000.0, 0.0), (0.0, 2000.0)]
 
 
@@ -73,9 +66,9 @@ def test_what_is_not_modelled_is_named_not_guessed(graph):
     with pytest.raises(NotModelled, match="algorithm NVLS"):
         pair_bytes(Call("all_reduce", S), "NVLS", "Simple", graph)
     with pytest.raises(NotModelled, match="no TUNING line for AllGather"):
-        uplink_bytes([Call("all_gather", S)], graph, 4, 2)
+        uplink_bytes_of(placed([Call("all_gather", S)], graph, 4), 4, 2)
     with pytest.raises(NotModelled, match="subgroup"):
-        uplink_bytes([Call("all_reduce", S, group=(0, 2))], graph, 4, 2)
+        uplink_bytes_of(placed([Call("all_reduce", S, group=(0, 2))], graph, 4), 4, 2)
 
 
 def test_a_job_s_record_gets_each_uplink_predicted_from_its_log():
@@ -126,6 +119,6 @@ def test_on_one_node_every_call_stays_inside_at_the_node_s_pace():
     """One node of 4 ranks: nothing crosses an uplink, and the ring's 1.5 S is what the
     busiest rank sends inside the node."""
     graph = read_graph(LOG.read_text().splitlines(), world=4)
-    assert uplink_bytes([Call("all_reduce", S)], graph, 4, 1)[0]["tx_bytes"] == 0.0
-    assert node_bytes([Call("all_reduce", S)], graph, 4, 1) == pytest.approx(1.5 * S)
-    assert node_bytes([Call("all_reduce", S)], graph, 4, 2) == 0.0
+    assert uplink_bytes_of(placed([Call("all_reduce", S)], graph, 4), 4, 1)[0]["tx_bytes"] == 0.0
+    assert node_bytes_of(placed([Call("all_reduce", S)], graph, 4), 4, 1) == pytest.approx(1.5 * S)
+    assert node_bytes_of(placed([Call("all_reduce", S)], graph, 4), 4, 2) == 0.0

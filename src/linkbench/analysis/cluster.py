@@ -116,8 +116,7 @@ def measured(result: dict[str, Any], source: str) -> Measured:
             "with one rank a node on two or more (interconnect.nodes equal to devices)."
         )
     strategy = str(result.get("strategy") or "")
-    calls = tuple(Call(c["op"], c["size"], c["src"], tuple(c["group"]))
-                  for c in (link.get("per_step") or {}).get("calls", []))  # fmt: skip
+    calls = tuple(Call.from_record(c) for c in (link.get("per_step") or {}).get("calls", []))
     if strategy not in PROJECTED_STRATEGIES or not calls:
         raise ClusterError(
             f"{source}: strategy {strategy or 'unknown'}: only "

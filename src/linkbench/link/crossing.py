@@ -24,7 +24,7 @@ which (``nccl_log``): that path is not predicted here yet.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Call(NamedTuple):
@@ -38,6 +38,11 @@ class Call(NamedTuple):
     """A broadcast's source (a global rank)."""
     group: tuple[int, ...] = ()
     """The global ranks of its process group in the group's rank order (empty: the world)."""
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Call:
+        """A call as ``result.json``'s ``link.per_step.calls`` records it."""
+        return cls(record["op"], record["size"], record["src"], tuple(record["group"]))
 
 
 PREDICTED_BACKENDS = ("gloo",)
@@ -76,31 +81,50 @@ def pair_bytes(
     return {(ranks[a], ranks[b]): sent for (a, b), sent in at.items()}
 
 
-def node_bytes(calls: Iterable[Call], world: int, nodes: int) -> float:
-    """Bytes the busiest rank sends inside its node, over the calls that cross no uplink
-    (gloo): what the node's own path must carry at its pace. A call that crosses an uplink is
-    paced by the uplink (the slower path) and counts there, not here."""
+Pairs = dict[tuple[int, int], float]
+"""Bytes global rank a sends global rank b in one call: {(a, b): bytes}."""
+
+
+def node_bytes_of(per_call: Iterable[Pairs], world: int, nodes: int) -> float:
+    """Bytes the busiest rank sends inside its node, over the calls that cross no uplink:
+    what the node's own path must carry at its pace. A call that crosses an uplink is paced
+    by the uplink (the slower path) and counts there, not here. Any backend: ``per_call`` is
+    each call's bytes from rank to rank."""
     per_node = world // nodes
     sent = [0.0] * world
-    for call in calls:
-        pairs = pair_bytes(call.op, call.size, world, call.src, call.group)
+    for pairs in per_call:
         if all(a // per_node == b // per_node for a, b in pairs):
             for (a, _), value in pairs.items():
                 sent[a] += value
     return max(sent, default=0.0)
 
 
-def uplink_bytes(calls: Iterable[Call], world: int, nodes: int) -> list[dict[str, float]]:
-    """Each node's uplink, the bytes it sends and receives for ``calls`` (gloo), ranks in
-    ``nodes`` nodes of equal size, rank r on node r // (world / nodes)."""
+def uplink_bytes_of(per_call: Iterable[Pairs], world: int, nodes: int) -> list[dict[str, float]]:
+    """Each node's uplink, the bytes it sends and receives for calls whose bytes from rank to
+    rank are ``per_call`` (any backend), ranks in ``nodes`` nodes of equal size, rank r on
+    node r // (world / nodes)."""
     per_node = world // nodes
     out = [{"node": k, "tx_bytes": 0.0, "rx_bytes": 0.0} for k in range(nodes)]
-    for call in calls:
-        for (a, b), sent in pair_bytes(call.op, call.size, world, call.src, call.group).items():
+    for pairs in per_call:
+        for (a, b), sent in pairs.items():
             if a // per_node != b // per_node:
                 out[a // per_node]["tx_bytes"] += sent
                 out[b // per_node]["rx_bytes"] += sent
     return out
+
+
+def _gloo(calls: Iterable[Call], world: int) -> list[Pairs]:
+    return [pair_bytes(c.op, c.size, world, c.src, c.group) for c in calls]
+
+
+def node_bytes(calls: Iterable[Call], world: int, nodes: int) -> float:
+    """:func:`node_bytes_of` for ``calls`` on gloo."""
+    return node_bytes_of(_gloo(calls, world), world, nodes)
+
+
+def uplink_bytes(calls: Iterable[Call], world: int, nodes: int) -> list[dict[str, float]]:
+    """:func:`uplink_bytes_of` for ``calls`` on gloo."""
+    return uplink_bytes_of(_gloo(calls, world), world, nodes)
 
 
 def attach(seen: list[dict[str, float]], predicted: list[dict[str, float]]) -> float:

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from linkbench.link.crossing import Call, attach
+from linkbench.link.crossing import Call, Pairs, attach, node_bytes_of, uplink_bytes_of
 from linkbench.link.nccl_log import choice_names, records
 
 _RING = re.compile(r"^Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
@@ -127,13 +127,13 @@ def _ring_pairs(op: str, share: float, ring: list[int], root: int) -> dict[tuple
     raise NotModelled(f"no ring byte count for {op}")
 
 
-def pair_bytes(call: Call, algo: str, proto: str, graph: Graph) -> dict[tuple[int, int], float]:
+def pair_bytes(call: Call, algo: str, proto: str, graph: Graph) -> Pairs:
     """Bytes on the wire rank a sends rank b for one call of ``call.size`` bytes (the whole
     tensor, as :class:`linkbench.link.crossing.Call` counts it) under NCCL's choice."""
     if proto not in WIRE:
         raise NotModelled(f"protocol {proto}")
     wire = WIRE[proto]
-    out: dict[tuple[int, int], float] = {}
+    out: Pairs = {}
     if algo == "Ring":
         if not graph.rings:
             raise NotModelled("the log has no ring (Channel NN/MM : ranks) line")
@@ -154,8 +154,9 @@ def pair_bytes(call: Call, algo: str, proto: str, graph: Graph) -> dict[tuple[in
     return out
 
 
-def _placed(calls: Iterable[Call], graph: Graph, world: int) -> list[dict[tuple[int, int], float]]:
-    """Each call's bytes from rank to rank on the wire, under NCCL's choice for it."""
+def placed(calls: Iterable[Call], graph: Graph, world: int) -> list[Pairs]:
+    """Each call's bytes from rank to rank on the wire, under NCCL's choice for it (for
+    :func:`linkbench.link.crossing.uplink_bytes_of` and ``node_bytes_of``)."""
     out = []
     for call in calls:
         if call.group and len(call.group) != world:
@@ -165,48 +166,21 @@ def _placed(calls: Iterable[Call], graph: Graph, world: int) -> list[dict[tuple[
     return out
 
 
-def uplink_bytes(
-    calls: Iterable[Call], graph: Graph, world: int, nodes: int
-) -> list[dict[str, float]]:
-    """Each node's uplink, the bytes it sends and receives for a step's ``calls`` under
-    NCCL's graph and choices (ranks on ``nodes`` nodes of consecutive ranks)."""
-    per_node = world // nodes
-    out = [{"node": k, "tx_bytes": 0.0, "rx_bytes": 0.0} for k in range(nodes)]
-    for pairs in _placed(calls, graph, world):
-        for (a, b), sent in pairs.items():
-            if a // per_node != b // per_node:
-                out[a // per_node]["tx_bytes"] += sent
-                out[b // per_node]["rx_bytes"] += sent
-    return out
-
-
-def node_bytes(calls: Iterable[Call], graph: Graph, world: int, nodes: int) -> float:
-    """Bytes the busiest rank sends inside its node over the calls that cross no uplink
-    (as :func:`linkbench.link.crossing.node_bytes` counts them for gloo)."""
-    per_node = world // nodes
-    sent = [0.0] * world
-    for pairs in _placed(calls, graph, world):
-        if all(a // per_node == b // per_node for a, b in pairs):
-            for (a, _), value in pairs.items():
-                sent[a] += value
-    return max(sent, default=0.0)
-
-
 def predict(per_step: dict, lines: Iterable[str], world: int, nodes: int) -> dict[str, float]:
     """A NCCL job's ``link.per_step`` (its calls, its uplinks as seen) given each uplink's
     predicted bytes from the job's NCCL log, and the algorithm and protocol of each call;
     the metrics ``uplink_bytes_per_step_predicted`` (the busiest uplink's) and
     ``node_bytes_per_step_predicted``, or none, with ``not_predicted`` saying why."""
-    calls = [Call(c["op"], c["size"], c["src"], tuple(c["group"])) for c in per_step["calls"]]
+    calls = [Call.from_record(c) for c in per_step["calls"]]
     graph = read_graph(lines, world)
     try:
-        predicted = uplink_bytes(calls, graph, world, nodes)
-        inside = node_bytes(calls, graph, world, nodes)
+        per_call = placed(calls, graph, world)
     except NotModelled as error:
         per_step["not_predicted"] = f"NCCL: {error}"
         return {}
     per_step["nccl_choices"] = {c.op: "/".join(graph.choice(c.op, c.size)) for c in calls}
+    predicted = uplink_bytes_of(per_call, world, nodes)
     return {
         "uplink_bytes_per_step_predicted": attach(per_step["uplinks"], predicted),
-        "node_bytes_per_step_predicted": inside,
+        "node_bytes_per_step_predicted": node_bytes_of(per_call, world, nodes),
     }
