@@ -12,7 +12,8 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from linkbench.config.hydra_errors import sentence
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.link.netns import emulation_problem
 
 from .conftest import REPO

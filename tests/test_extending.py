@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.errors import ConfigError
 
 from .conftest import QUICK, clean_env, load_result, run_cli

@@ -18,7 +18,8 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.config.registry import options
 from linkbench.config.schema import Config
 from linkbench.errors import ConfigError

@@ -11,7 +11,8 @@ import pytest
 from hydra import compose
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 
 from ..conftest import REPO
 

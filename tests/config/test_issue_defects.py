@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.errors import ConfigError
 from linkbench.launcher.callbacks import unwritable_reason
 from linkbench.launcher.sweeper import check_rounds, sweep_rounds

@@ -8,8 +8,10 @@ import re
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
-from linkbench.config.plan import Machine, OutsideWorld, PartsFacts, make_plan
+from linkbench.config.machine import Machine, OutsideWorld
+from linkbench.config.plan import make_plan
 from linkbench.config.registry import options
+from linkbench.config.runtime import PartsFacts
 from linkbench.errors import ConfigError
 from linkbench.files import describe_file
 

@@ -61,7 +61,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.config.registry import options, register
 
 register(project_root=Path({repo!r}))

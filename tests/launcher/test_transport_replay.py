@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.plan import make_plan
 from linkbench.launcher.job import check_transport
 from linkbench.launcher.record import JobRecord
+from linkbench.worker.runtime import runtime_of
 
 DATA = Path(__file__).resolve().parents[1] / "link" / "data" / "nccl"
 RANK = re.compile(r"^\S+ \[(\d+)\] NCCL ")
@@ -40,7 +42,8 @@ def replay(log_name: str, job_dir: Path, ranks: int) -> None:
 def check(compose_config, tmp_path: Path, arm: str, log_name: str, ranks: int, caplog):
     """The console's transport lines and result.json's transport block of the replayed job."""
     cfg = compose_config([f"interconnect={arm}", "model=tiny", "precision=bf16"])
-    plan = make_plan(cfg, str(tmp_path), [f"interconnect={arm}"], Machine(cuda_devices=ranks))
+    machine = Machine(cuda_devices=ranks)
+    plan = make_plan(cfg, str(tmp_path), [f"interconnect={arm}"], machine, runtime_of=runtime_of)
     assert (plan.backend, plan.world_size) == ("nccl", ranks)
     replay(log_name, tmp_path, ranks)
     record = JobRecord(tmp_path, JobOverrides.of([f"interconnect={arm}"]))

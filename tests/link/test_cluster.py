@@ -16,7 +16,8 @@ import pytest
 
 from linkbench.analysis.emulated import LinkRow, link_rows, with_bytes_of
 from linkbench.analysis.sweep import group, load_sweep, swept_keys
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.link import netns
 
 from ..conftest import run_cli

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.errors import ConfigError
 from linkbench.link import netns, records
 from linkbench.link.emulated import (
@@ -173,7 +174,7 @@ def test_bad_link_settings_are_one_sentence_each(compose_config, tmp_path, overr
 
 
 def test_under_torchrun_an_emulated_link_is_refused(compose_config, tmp_path):
-    from linkbench.config.plan import OutsideWorld
+    from linkbench.config.machine import OutsideWorld
 
     machine = Machine(cuda_devices=0, outside=OutsideWorld(0, 2, 2))
     with pytest.raises(ConfigError, match="cannot run under torchrun or SLURM"):

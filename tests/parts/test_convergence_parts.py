@@ -10,7 +10,8 @@ import torch
 
 from linkbench.config.choices import Decay
 from linkbench.config.data_sizes import held_out_size, train_size
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.config.scaling import LrSchedule
 from linkbench.errors import ConfigError
 from linkbench.parts.data import held_out_batches

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.parts.ddp import wrap
 
 from ..conftest import CONF

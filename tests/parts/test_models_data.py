@@ -11,7 +11,8 @@ from PIL import Image
 from linkbench.config.data_sizes import held_out_size
 from linkbench.config.groups import OptimizerConfig
 from linkbench.config.layout import Layout
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.config.scaling import scaled_lr
 from linkbench.errors import ConfigError
 from linkbench.parts.data import held_out_batches, make_batches

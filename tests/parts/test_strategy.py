@@ -7,9 +7,11 @@ import pytest
 import torch
 import torchvision
 
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.parts.models import GPT, TinyCNN
 from linkbench.parts.strategy import blocks, parallelize
+from linkbench.worker.runtime import runtime_of
 
 
 def test_fsdp_shards_the_repeated_blocks_a_model_is_made_of():
@@ -43,19 +45,25 @@ def test_bytes_per_step_of_each_strategys_collectives(
     compose_config, tmp_path, one_rank_world, overrides, expected
 ):
     """In bytes per parameter: fp32 parameters are 4 bytes, 16-bit ones 2."""
-    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+    plan = make_plan(
+        compose_config(overrides), str(tmp_path), [], Machine(0), runtime_of=runtime_of
+    )
+    config = plan.config
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Linear(16, 4))
     params = sum(p.numel() for p in model.parameters())
-    moved = parallelize(model, config, torch.device("cpu")).comm_bytes(config)
+    moved = parallelize(plan.runtime, model, config, torch.device("cpu")).comm_bytes(config)
     assert moved == {op: per_param * params for op, per_param in expected.items()}
 
 
 def test_fsdps_compute_only_step_keeps_parameters_gathered(
     compose_config, tmp_path, one_rank_world
 ):
-    config = make_plan(compose_config(["strategy=fsdp"]), str(tmp_path), [], Machine(0)).config
+    plan = make_plan(
+        compose_config(["strategy=fsdp"]), str(tmp_path), [], Machine(0), runtime_of=runtime_of
+    )
+    config = plan.config
     gpt = GPT(vocab_size=32, seq_len=4, n_layer=2, n_head=2, d_model=8)
-    fsdp = parallelize(gpt, config, torch.device("cpu"))
+    fsdp = parallelize(plan.runtime, gpt, config, torch.device("cpu"))
     tokens = torch.zeros(2, 4, dtype=torch.long)
     with fsdp.without_gradient_sync():
         fsdp.model(tokens).sum().backward()
@@ -71,9 +79,12 @@ def test_zero1s_compute_only_step_updates_without_broadcasting(
     broadcast after the optimizer step included; the synced step still broadcasts."""
     import torch.distributed as dist
 
-    config = make_plan(compose_config(["strategy=zero1"]), str(tmp_path), [], Machine(0)).config
+    plan = make_plan(
+        compose_config(["strategy=zero1"]), str(tmp_path), [], Machine(0), runtime_of=runtime_of
+    )
+    config = plan.config
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
-    zero = parallelize(model, config, torch.device("cpu"))
+    zero = parallelize(plan.runtime, model, config, torch.device("cpu"))
     optimizer = zero.build_optimizer(config, 0.1, torch.device("cpu"), grad_scaler=False)
     broadcasts = []
     real = dist.broadcast

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from linkbench.analysis.plots import plot_link_matrices
-from linkbench.config.plan import Machine, make_plan
+from linkbench.config.machine import Machine
+from linkbench.config.plan import make_plan
 from linkbench.errors import ConfigError
 from linkbench.worker.links import format_table, matrix, slow_pairs
 

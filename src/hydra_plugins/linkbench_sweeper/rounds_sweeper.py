@@ -202,7 +202,8 @@ class RoundsSweeper(BasicSweeper):
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import open_dict
 
-        from linkbench.config.plan import Machine, make_plan
+        from linkbench.config.machine import Machine
+        from linkbench.config.plan import make_plan
         from linkbench.launcher.sweeper import (
             check_axis,
             check_configurations,
@@ -233,7 +234,9 @@ class RoundsSweeper(BasicSweeper):
             return  # another Hydra app: its configurations are not linkbench's to plan
         check_summary(summary)
         check_axis(swept, summary.get("axis"), summary.get("baseline"))
-        from linkbench.launcher.parts_check import check_parts  # torch: once a sweep is planned
+        # torch: once a sweep is planned
+        from linkbench.launcher.parts_check import check_parts
+        from linkbench.worker.runtime import runtime_of
 
         machine = Machine.current()
         sweep_dir = str(self.config.hydra.sweep.dir)
@@ -242,7 +245,7 @@ class RoundsSweeper(BasicSweeper):
             cfg = loader.load_sweep_config(self.config, job)
             with open_dict(cfg):
                 del cfg["hydra"]
-            make_plan(cfg, sweep_dir, job, machine, check_parts)
+            make_plan(cfg, sweep_dir, job, machine, check_parts, runtime_of=runtime_of)
 
         check_configurations(jobs, plan)
 

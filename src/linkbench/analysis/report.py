@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from linkbench.analysis.compare import (
-    ACCURACY_MARGIN,
     DEFAULT_AXIS,
     FAMILIES,
     Comparison,
@@ -29,17 +28,13 @@ from linkbench.analysis.compare import (
     sweep_comparisons,
 )
 from linkbench.analysis.conditions import drifted
-from linkbench.analysis.convergence import rules
 from linkbench.analysis.emulated import NOTE as LINK_NOTE
-from linkbench.analysis.emulated import RATE_KEY, link_rows, link_settings, rate_warnings
+from linkbench.analysis.emulated import link_rows, rate_warnings
 from linkbench.analysis.emulated import table as link_table
-from linkbench.analysis.phases import PHASES, ordered, sweep_phases
 from linkbench.analysis.sequential import Design, sweep_design
 from linkbench.analysis.stats import (
     CONFIDENCE,
     DEFAULT_MARGIN,
-    Interval,
-    Mean,
 )
 from linkbench.analysis.sweep import (
     Configuration,
@@ -49,7 +44,24 @@ from linkbench.analysis.sweep import (
     read_sweep,
     swept_keys,
 )
-from linkbench.analysis.trace import STRETCH_WARNING
+from linkbench.analysis.tables import (
+    PHASES_NOTE,
+    SCALING_NOTE,
+    TRACE_NOTE,
+    convergence_table,
+    jobs_table,
+    marks,
+    phases_table,
+    scaling_table,
+    trace_table,
+)
+from linkbench.analysis.verdict_lines import (
+    mean_text,
+    span,
+    unfinished_line,
+    unjudged_line,
+    verdict_line,
+)
 from linkbench.files import (
     MULTIRUN_FILE,
     RESULT_FILE,
@@ -59,23 +71,9 @@ from linkbench.files import (
     read_json,
     replace_atomically,
 )
-from linkbench.metrics import probe_mark, table
+from linkbench.metrics import table
 
 DEFAULT_TOLERANCE = 0.01  # held-out accuracy "stays" within one point of the smallest batch's
-TRACE_NOTE = (
-    "Milliseconds per profiled step, mean over ranks and traced jobs, from the torch.profiler "
-    "traces (src/linkbench/analysis/trace.py has the definitions; overlap ratio = time "
-    "computing while communicating / time communicating, as HolisticTraceAnalysis defines "
-    "it). The no_sync probe measures exposed communication another way: on a GPU-bound step "
-    "the two should agree; on a launch-bound one (compute far below the step) the trace also "
-    "counts communication that only filled idle device time, and reads higher. "
-    "Untraced step ms is the timed steps' time without the profiler; a stretch above "
-    f"{STRETCH_WARNING:.1f}x (!) means the profiler changed the step it describes."
-)
-SCALING_NOTE = (
-    "Scaling efficiency = throughput(N) / (N x throughput(1)) at equal other settings, its "
-    "interval from the runs' throughput ratio."
-)
 METHOD = (
     "Method: each ratio is of geometric means, its {confidence:.4g} % interval from runs (a "
     "paired t-interval over the rounds both ran, else Welch's); faster/slower: the interval "
@@ -106,172 +104,6 @@ FAMILY_NOTES = {
     "{k} first, the intervals shown at {confidence:.4g} %. An A/A sweep names a winner "
     "anywhere in at most 5 % of sweeps.",
 }
-
-
-def _fmt(value: Any, digits: int = 1) -> str:
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return "" if value is None else str(value)
-
-
-def _span(interval: Interval) -> str:
-    return f"{interval.estimate:.3f}x [{interval.low:.3f}, {interval.high:.3f}]"
-
-
-def _mean(mean: Mean | None, unit: str) -> str:
-    if mean is None:
-        return "no completed run"
-    if mean.runs < 2:
-        return f"{mean.mean:,.1f} {unit} (1 run, no interval)"
-    return f"{mean.mean:,.1f} [{mean.low:,.1f}, {mean.high:,.1f}] {unit} ({mean.runs} runs)"
-
-
-def _seeds_are_runs(config: Configuration) -> bool:
-    """Whether a configuration's runs are the seeds of a sweep over seeds, not rounds."""
-    runs = config.runs()
-    return all(r.round is None for r in runs) and len({r.seed for r in runs}) == len(runs) > 1
-
-
-def verdict_line(c: Comparison, rounds: dict[str, Any] | None = None) -> str:
-    """One sentence per comparison: estimate, interval, runs, verdict; an adaptive sweep's
-    ``rounds`` record says why an undecided one stopped."""
-    where = f"at {c.where}: " if c.where else ""
-    link = link_settings(c.arm)
-    if link is not None and c.axis != RATE_KEY and f"{RATE_KEY}=" not in where:
-        where = f"{where[:-2]} " if where else ""
-        where += f"on an emulated link of {link['rate_gbit_s']:g} Gbit/s: "
-    runs = f"{c.ratio.runs[0]} vs {c.ratio.runs[1]} runs"
-    if not c.ratio.has_interval:
-        return (
-            f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {c.ratio.estimate:.3f}x "
-            f"({c.unit}), {runs}: **inconclusive** (a side with one run gives no interval; "
-            "use repeats=3 or more)" + _lost(c)
-        )
-    line = (
-        f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {_span(c.ratio)} ({c.unit}, "
-        f"{runs}, {c.ratio.method}): **{c.verdict}**"
-    )
-    if c.verdict == "equal":
-        line += f" (within ±{c.margin:.0%})"
-    line += _accuracy(c)
-    record = rounds or {}
-    futile = {name for r in record.get("rounds") or [] for name in r.get("futile") or {}}
-    if c.verdict == "inconclusive" and c.name in futile:
-        chance, needed = c.chance_to_decide() or 0.0, c.equal_margin_needed() or 0.0
-        line += (
-            f" (stopped after {c.pairs} rounds as beyond deciding: the rounds left, up to "
-            f"{c.design.max_rounds if c.design else ''}, would decide it with a chance of "
-            f"{chance:.1%} given what these rounds show; an equal verdict would need a margin of "
-            f"±{needed:.0%})"
-        )
-    elif c.verdict == "inconclusive" and c.ratio.method == "sequential":
-        why = str(record.get("stopped") or "").split(", ")[0]
-        line += (
-            f" (undecided when the sweep stopped{': ' + why if why else ''}; raise "
-            "hydra.sweeper.max_rounds or hydra.sweeper.budget_s)"
-        )
-    elif c.verdict == "inconclusive" and _seeds_are_runs(c.arm):
-        line += " (its runs are seeds: sweep more seeds to narrow it)"
-    elif c.verdict == "inconclusive":
-        line += " (repeats=auto runs rounds until it is decided)"
-    if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:
-        d = c.step_time_diff_ms
-        line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
-    line += _lost(c)
-    if c.outliers:
-        named = ", ".join(
-            f"{job} ({ratio:.2f}x its configuration's median)" for job, ratio in c.outliers
-        )
-        line += f"; outlier run(s), kept in the verdict: {named}"
-    return line
-
-
-def _unjudged_line(arm: Configuration, base: Configuration, axis: str) -> str:
-    """A comparison with no verdict: a side has no completed run."""
-    where = ", ".join(f"{k}={v}" for k, v in arm.settings if k != axis)
-    empty = [c for c in (arm, base) if not c.runs()]
-    said = "; ".join(
-        f"{c.label()} has no completed run ({len(c.lost())} job(s) failed or stopped: "
-        f"{', '.join(c.lost())})"
-        if not c.unwitnessed()
-        else f"{c.label()} has no run whose transport was verified ({_unwitnessed(c)})"
-        for c in empty
-    )
-    return (
-        f"- {'at ' + where + ': ' if where else ''}{axis}={arm.values_by_key[axis]} vs "
-        f"{base.values_by_key[axis]}: **no verdict**: {said}"
-    )
-
-
-def _unfinished_line(job: dict[str, Any]) -> str:
-    """A job that failed or was stopped, with what its record says of why."""
-    error = " ".join(str(job.get("error") or "no error recorded").split())
-    shown = error if len(error) <= 300 else error[:297] + "..."
-    return f"- {job.get('job')}: {job.get('status')}: {shown}"
-
-
-def _unwitnessed(config: Configuration) -> str:
-    """The jobs of ``config`` left out because their transport check contradicts the arm."""
-    found = config.unwitnessed()
-    return f"{len(found)} job(s) not verified, left out: " + "; ".join(
-        f"{job}: {why}" for job, why in found
-    )
-
-
-def _lost(c: Comparison) -> str:
-    """What a comparison lacks: its jobs that failed or were stopped, and those left out
-    because their transport was not verified."""
-    out = ""
-    if c.lost:
-        out += f"; {len(c.lost)} run(s) lost, their jobs failed or were stopped: "
-        out += ", ".join(c.lost)
-    for side in (c.arm, c.base):
-        if side.unwitnessed():
-            out += f"; {side.label()}: {_unwitnessed(side)}"
-    return out
-
-
-def _accuracy(c: Comparison) -> str:
-    """The held-out accuracy beside the speed verdict: a speed-up counts where it holds."""
-    a, found = c.accuracy, c.accuracy_verdict
-    if a is None or found is None:
-        return ""
-
-    def points(sign: float = 1.0) -> str:
-        low, high = sorted((sign * a.low, sign * a.high))
-        shown = f"{100 * sign * a.estimate:.1f}"
-        return (
-            shown + (f" [{100 * low:.1f}, {100 * high:.1f}]" if a.has_interval else "") + " points"
-        )
-
-    if found == "equal":
-        return f", accuracy equal within ±{100 * ACCURACY_MARGIN:.1f} points ({points()})"
-    if found in ("lower", "higher"):
-        but = "but " if (found == "lower") == (c.verdict == "faster") else ""
-        return f", {but}accuracy {found} by {points(-1.0 if found == 'lower' else 1.0)}"
-    return f", accuracy undecided ({points()} difference)"
-
-
-def _scaling_table(rows: list[ScalingRow]) -> list[str]:
-    out = [
-        "| configuration | devices | samples/s | scaling efficiency [95% CI] | exposed comm "
-        "| peak GB/device | s/epoch |",
-        "|---|---:|---:|---|---:|---:|---:|",
-    ]
-    for row in rows:
-        c = row.config
-        mean = c.mean("samples_per_sec")
-        eff = row.efficiency
-        shown = f"{eff.estimate:.1%} [{eff.low:.1%}, {eff.high:.1%}]" if eff else ""
-        comm = c.mean("comm_fraction")
-        memory = c.mean("max_allocated_gb")
-        epoch = c.mean("epoch_time_s")
-        out.append(
-            f"| {c.label(skip='devices')} | {row.devices} | {_fmt(mean and mean.mean)} | "
-            f"{shown} | {f'{comm.mean:.1%}{_marks(c)}' if comm else ''} | "
-            f"{_fmt(memory and memory.mean, 2)} | {_fmt(epoch and epoch.mean, 1)} |"
-        )
-    return out
 
 
 def markdown(
@@ -311,13 +143,13 @@ def markdown(
         arm, base = found.unjudged[0]
         axis = next(k for k, _ in arm.settings if arm.values_by_key[k] != base.values_by_key[k])
         out += [f"## Verdicts: {axis} against {axis}={base.values_by_key[axis]}", ""]
-        out += [_unjudged_line(arm, base, axis) for arm, base in found.unjudged] + [""]
+        out += [unjudged_line(arm, base, axis) for arm, base in found.unjudged] + [""]
     if comparisons:
         axis = comparisons[0].axis
         out += [f"## Verdicts: {axis} against {axis}={comparisons[0].baseline}", ""]
         if found.axis_note:
             out += [found.axis_note, ""]
-        out += [_unjudged_line(arm, base, axis) for arm, base in found.unjudged]
+        out += [unjudged_line(arm, base, axis) for arm, base in found.unjudged]
         if axis == "interconnect" and all(j.get("backend") == "gloo" for j in jobs):
             out += [
                 "Every job ran on gloo, where the interconnect setting has no effect: each "
@@ -336,49 +168,25 @@ def markdown(
     if unlike := drifted(jobs):
         out += ["## Runs unlike their round mates", "", DRIFT_NOTE, "", *unlike, ""]
     if scaling:
-        out += ["## Scaling with devices", "", SCALING_NOTE, "", *_scaling_table(scaling), ""]
-    if convergence := _convergence(configs, tolerance):
+        out += ["## Scaling with devices", "", SCALING_NOTE, "", *scaling_table(scaling), ""]
+    if convergence := convergence_table(configs, tolerance):
         out += ["## Convergence: held-out accuracy", "", *convergence, ""]
-    if breakdown := _trace_table(configs):
+    if breakdown := trace_table(configs):
         out += ["## Where the step goes (profile=trace)", "", TRACE_NOTE, "", *breakdown, ""]
     if links := link_table(link_rows(configs)):
         out += ["## Emulated links: measured against the bytes", "", LINK_NOTE, "", *links, ""]
     if slow := rate_warnings(configs):
         out += ["## Emulated links slower than their set rate", "", *slow, ""]
     if unfinished := [j for j in jobs if j.get("status") != "completed"]:
-        out += ["## Jobs that did not complete", "", *map(_unfinished_line, unfinished), ""]
+        out += ["## Jobs that did not complete", "", *map(unfinished_line, unfinished), ""]
     out += [f"## Configurations: geometric mean [{CONFIDENCE:.0%} interval over runs]", ""]
     for config in configs:
         key, unit = config.headline()
-        out.append(f"- {config.label()}: {_mean(config.mean(key), unit)}")
-    out += ["", "## Jobs", "", *_jobs_table(configs)]
-    phases, jobs_wall = sweep_phases(jobs)
-    if phases:
-        out += ["", "## Where the jobs' time went", "", PHASES_NOTE, ""]
-        out += [f"| phase | seconds over {len(jobs)} jobs | share |", "|---|---:|---:|"]
-        out += [
-            f"| {PHASES.get(name, name)} | {seconds:.1f} | {seconds / jobs_wall:.0%} |"
-            for name, seconds in ordered(phases)
-        ]
+        out.append(f"- {config.label()}: {mean_text(config.mean(key), unit)}")
+    out += ["", "## Jobs", "", *jobs_table(configs)]
+    if phases := phases_table(jobs):
+        out += ["", "## Where the jobs' time went", "", PHASES_NOTE, "", *phases]
     return "\n".join(out) + "\n"
-
-
-CONVERGENCE_NOTE = (
-    "Each larger global batch against the smallest of its rule: held when its accuracy is "
-    "shown within {tolerance:.1f} points of the smallest's (the lower end of the interval "
-    "shown, a one-sided {level:.4g} % bound, above -{tolerance:.1f}: non-inferiority), "
-    "lower when the whole interval lies below, not shown otherwise; the batches of a rule "
-    "are tested in increasing order, stopping at the first that does not hold, so a batch "
-    "is said to hold that did not in at most 5 % of sweeps (docs/statistics.md)."
-)
-
-
-PHASES_NOTE = (
-    "Each job's wall time, from its start (after Hydra composed its config) to its "
-    "result.json, phase by phase (`phases_s` in each result.json); the sweep's own time "
-    "(Hydra, the plan of every configuration before the first job, the summaries) is the "
-    "console's last line."
-)
 
 
 def _rounds_line(record: dict[str, Any], design: Design) -> str:
@@ -389,107 +197,6 @@ def _rounds_line(record: dict[str, Any], design: Design) -> str:
         f"Adaptive rounds: {len(rounds)} round(s) of at most {design.max_rounds}; "
         f"stopped: {stopped}."
     )
-
-
-def _trace_table(configs: list[Configuration]) -> list[str]:
-    rows = []
-    for config in configs:
-        if (t := config.trace_means()) is None:
-            continue
-        ratio, stretch = t.get("overlap_ratio"), t.get("stretch")
-        untraced = t.get("untraced_step_ms")
-        rows.append(
-            f"| {config.label()} | {t['step_ms']:.2f} | {_fmt(untraced, 2)} | "
-            f"{'' if stretch is None else f'{stretch:.2f}x'}"
-            f"{' (!)' if stretch and stretch > STRETCH_WARNING else ''} | "
-            f"{t['compute_only_ms']:.2f} | {t['overlapped_ms']:.2f} | "
-            f"{t['exposed_comm_ms']:.2f} | {_probe(config)} | {t['other_ms']:.2f} | "
-            f"{'' if ratio is None else f'{ratio:.0%}'} |"
-        )
-    if not rows:
-        return []
-    header = (
-        "| configuration | traced step ms | untraced step ms | stretch | compute only "
-        "| overlapped comm | exposed comm (trace) | exposed comm (no_sync probe) | other "
-        "| overlap ratio |"
-    )
-    return [header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
-
-
-def _marks(config: Configuration) -> str:
-    """The probe's marks of a configuration's jobs, as " (mark)", or ""."""
-    marks = sorted({m for j in config.jobs if (m := probe_mark(j.get("metrics") or {}))})
-    return f" ({'; '.join(marks)})" if marks else ""
-
-
-def _probe(config: Configuration) -> str:
-    """The probe's exposed communication, with its mark when it could not measure it."""
-    probe = config.mean("comm_exposed_ms")
-    return "" if probe is None else f"{probe.mean:.2f}{_marks(config)}"
-
-
-def _global_batch(config: Configuration) -> int:
-    return int(config.first("global_batch") or 0)
-
-
-def _convergence(configs: list[Configuration], tolerance: float) -> list[str]:
-    """Held-out accuracy per configuration, and per rule (every setting but the batch), the
-    largest global batch whose accuracy stays within ``tolerance`` of the smallest batch's."""
-    scored = [(c, m) for c in configs if (m := c.mean("eval_accuracy")) is not None]
-    if not scored or all(c.first("data") == "synthetic" for c, _ in scored):
-        return []  # random labels: accuracy says nothing
-    out = [
-        "| configuration | global batch | held-out accuracy [95% CI] | runs |",
-        "|---|---:|---|---:|",
-    ]
-    for config, m in scored:
-        shown = f"{m.mean:.2%} [{m.low:.2%}, {m.high:.2%}]" if m.runs > 1 else f"{m.mean:.2%}"
-        out.append(f"| {config.label()} | {_global_batch(config)} | {shown} | {m.runs} |")
-    judged = rules([c for c, _ in scored], tolerance)
-    if not judged:
-        return out
-    level = judged[0].confidence
-    out += ["", CONVERGENCE_NOTE.format(tolerance=100 * tolerance, level=100 * level), ""]
-    for rule in judged:
-        shown = "; ".join(
-            f"{step.global_batch}: {step.verdict}"
-            + (f" ({_points(step.difference)})" if step.difference is not None else "")
-            for step in rule.steps
-        )
-        out.append(
-            f"- {rule.rule}: held up to global batch {rule.held_up_to} (against "
-            f"{rule.smallest_batch}; {shown})"
-        )
-    return out
-
-
-def _points(d: Interval) -> str:
-    return f"{100 * d.estimate:+.1f} points, [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
-
-
-def _jobs_table(configs: list[Configuration]) -> list[str]:
-    """One row per job: where it ran, how it ended, what it measured, which transport."""
-    out = [
-        "| job | status | runs | headline | step ms | exposed comm | transport | verified |",
-        "|---|---|---:|---:|---:|---:|---|---|",
-    ]
-    for config in configs:
-        key, unit = config.headline()
-        for job in config.jobs:
-            metrics, transport = job.get("metrics", {}), job.get("transport") or {}
-            if job.get("status") != "completed":  # what it measured is kept in its result.json
-                metrics = {}  # but is no headline of its configuration
-            runs = len(job.get("repeat_metrics") or ([metrics] if metrics else []))
-            comm, mark = metrics.get("comm_fraction"), probe_mark(metrics)
-            out.append(
-                f"| {job.get('job')} | {job.get('status')} | {runs} | "
-                f"{_fmt(metrics.get(key))} {unit if key in metrics else ''} | "
-                f"{_fmt(metrics.get('step_time_ms'), 2)} | "
-                f"{f'{comm:.1%}' if isinstance(comm, float) else ''}"
-                f"{f' ({mark})' if mark and isinstance(comm, float) else ''} | "
-                f"{_fmt(transport.get('transport'))} | {_fmt(transport.get('verified'))} |"
-            )
-    return out
 
 
 def configuration_rows(
@@ -518,7 +225,7 @@ def configuration_rows(
                 f"{key}_low": mean and mean.low,
                 f"{key}_high": mean and mean.high,
                 **{m.name: _mean_of(config, m.name) for m in table() if m.column and m.name != key},
-                "comm_exposed_mark": _marks(config).strip(" ()") or None,
+                "comm_exposed_mark": marks(config).strip(" ()") or None,
                 "transport": transport.get("transport"),
                 "verified": transport.get("verified"),
                 "axis": found and found.axis,
@@ -640,13 +347,13 @@ def compare_sweeps(
         key, unit = a.headline()
         if ratio is None or b is None:
             where = "missing in B" if b is None else "no completed run on a side"
-            out.append(f"| {a.label()} | {_mean(a.mean(key), unit)} | | | | {where} |")
+            out.append(f"| {a.label()} | {mean_text(a.mean(key), unit)} | | | | {where} |")
             continue
-        span = _span(ratio) if ratio.has_interval else f"{ratio.estimate:.3f}x"
+        shown = span(ratio) if ratio.has_interval else f"{ratio.estimate:.3f}x"
         mean_a, mean_b = a.mean(key), b.mean(key)
         assert mean_a is not None and mean_b is not None  # both have values
         out.append(
-            f"| {a.label()} | {mean_a.mean:,.1f} {unit} | {mean_b.mean:,.1f} {unit} | {span} | "
+            f"| {a.label()} | {mean_a.mean:,.1f} {unit} | {mean_b.mean:,.1f} {unit} | {shown} | "
             f"{len(a.values(key))}, {len(b.values(key))} | {row.verdict} |"
         )
     method = METHOD.format(confidence=100 * confidence, margin=margin)

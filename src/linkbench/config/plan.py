@@ -10,18 +10,14 @@ The plan is a picklable value handed to every worker.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import os
-import typing
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+from omegaconf import DictConfig
 
 from linkbench.config.checks import require
 from linkbench.config.choices import (
@@ -33,15 +29,15 @@ from linkbench.config.choices import (
     ScalingRule,
     WarmupFrom,
 )
+from linkbench.config.compose import follow_machine, to_config, typed_to_plain
 from linkbench.config.data_sizes import folder_classes, held_out_size, train_size
-from linkbench.config.host import gpu_memory_bytes, memory_limit_bytes
-from linkbench.config.hydra_errors import sentence
 from linkbench.config.layout import Layout, fits
-from linkbench.config.overrides import JobOverrides, key_hint
-from linkbench.config.registry import AUTO, auto_node, auto_options, options
+from linkbench.config.machine import Machine
+from linkbench.config.overrides import JobOverrides
+from linkbench.config.registry import AUTO
+from linkbench.config.runtime import PartsCheck, PartsFacts, Runtime, RuntimeOf
 from linkbench.config.scaling import LrSchedule, scaled_lr
-from linkbench.config.schema import Config, own_target
-from linkbench.config.tasks import AllReduceTask
+from linkbench.config.schema import Config, TaskSpec
 from linkbench.errors import ConfigError
 from linkbench.files import COMPILE_CACHE_DIR, LOG_DIR, usable_checkpoint
 from linkbench.link.emulated import LinkSpec, arm_override_problem, rate_problem
@@ -53,53 +49,6 @@ CPU_DEFAULT_DEVICES = 2
 # H200 (benchmarks/RESULTS.md, "cuDNN autotuning"): it cost 1-10 s in the first step and gained
 # at most 1.5 % of a step (resnet18 at batch 256), which repays itself after about 4,300 steps.
 CUDNN_BENCHMARK_MIN_STEPS = 5000
-# task.max_bytes=null means this many bytes, by device type.
-DEFAULT_MAX_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
-# What torchrun (and submitit's TorchDistributedEnvironment) set in every process it starts.
-WORLD_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR")
-
-
-@dataclass(frozen=True)
-class OutsideWorld:
-    """The world an outside launcher (torchrun, SLURM) started this process in."""
-
-    rank: int
-    world_size: int
-    local_world_size: int
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> OutsideWorld | None:
-        if not all(name in environ for name in WORLD_VARIABLES):
-            return None
-        sizes = (int(environ["WORLD_SIZE"]), int(environ["LOCAL_WORLD_SIZE"]))
-        return cls(int(environ["RANK"]), *sizes)
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What the launching process can see."""
-
-    cuda_devices: int
-    environ: Mapping[str, str] = field(default_factory=dict)
-    outside: OutsideWorld | None = None
-    """Set when torchrun or SLURM started this process as one rank of a world."""
-    cpu_cores: int = 0
-    """Cores this process may run on (0: unknown)."""
-    memory_bytes: int = 0
-    """Memory the job may use on this host (:mod:`linkbench.config.host`; 0: unknown)."""
-    gpu_memory_bytes: int = 0
-    """One GPU's memory (0: unknown, or no GPU)."""
-
-    @classmethod
-    def current(cls) -> Machine:
-        import torch
-
-        environ = dict(os.environ)
-        outside = OutsideWorld.from_env(environ)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        gpus = torch.cuda.device_count()
-        gpu_memory = (gpu_memory_bytes() or 0) if gpus else 0
-        return cls(gpus, environ, outside, cores or 0, memory_limit_bytes() or 0, gpu_memory)
 
 
 @dataclass(frozen=True)
@@ -121,8 +70,13 @@ class JobPlan:
     lr: float
     env: EnvPlan
     notes: list[str]
-    max_bytes: int = 0
-    """task=allreduce: the largest message (task.max_bytes, or the device's default)."""
+    task_spec: TaskSpec
+    """What the plan, the record and the sweep read of the task (its headline, metrics, and
+    whether it trains): its option, or an outside task's runtime class (:meth:`TaskConfig.spec
+    <linkbench.config.schema.TaskConfig.spec>`, resolved once)."""
+    resolved_runtime: Runtime | None = None
+    """The runtime classes of the task and the strategy (make_plan's ``runtime_of``; None
+    for a plan made without one, which nothing can run: :attr:`runtime`)."""
     repeat: int = 0
     """Which of the job's ``repeats`` this plan runs (0-based)."""
     nnodes: int = 1
@@ -146,6 +100,16 @@ class JobPlan:
     link: LinkSpec | None = None
     """interconnect=emulated: the network of the run in progress (the launcher makes one
     for each run, :mod:`linkbench.link.netns`)."""
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime classes the job runs, as the launcher resolved them."""
+        if self.resolved_runtime is None:
+            raise RuntimeError(
+                "this plan was made without runtime classes; pass make_plan runtime_of="
+                "linkbench.worker.runtime.runtime_of to run it."
+            )
+        return self.resolved_runtime
 
     @property
     def backend(self) -> str:
@@ -189,102 +153,6 @@ class JobPlan:
         plain = typed_to_plain(self.config)
         plain.update(resume=False, warmup_steps=None, epochs=None, samples=None)
         return plain
-
-
-def typed_to_plain(config: Config) -> dict[str, Any]:
-    """A Config as plain YAML-able data (enums as their names)."""
-    plain = OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
-    assert isinstance(plain, dict)
-    return {str(key): value for key, value in plain.items()}
-
-
-def _unknown_keys(
-    node: Any, schema: type, prefix: str = "", chosen: Mapping[str, type] | None = None
-) -> list[str]:
-    """Keys of ``node`` that ``schema`` (a dataclass; ``chosen``: the option dataclasses of
-    its groups) lacks, at any depth (Hydra's ``+key=`` adds keys that a merge into the
-    schema would otherwise drop silently)."""
-    known = {f.name: f.type for f in dataclasses.fields(schema)}
-    hints = {**typing.get_type_hints(schema), **(chosen or {})}
-    unknown = []
-    for key in node:
-        if key not in known:
-            unknown.append(f"{prefix}{key}")
-        elif dataclasses.is_dataclass(hints[key]) and isinstance(node[key], Mapping):
-            unknown += _unknown_keys(node[key], hints[key], f"{prefix}{key}.")
-    return unknown
-
-
-def _options_of(cfg: DictConfig | Mapping[str, Any]) -> dict[str, type]:
-    """group -> the option dataclass ``cfg``'s node of that group is: its type where Hydra
-    composed it, else the built-in option its name and ``_target_`` name (a plain
-    rerun.yaml), else the group's base (an option from outside the package)."""
-    chosen = {}
-    for group, named in options().items():
-        node = cfg.get(group)
-        base = typing.get_type_hints(Config)[group]
-        if node is None:
-            continue
-        kind = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
-        if isinstance(kind, type) and issubclass(kind, base) and kind is not base:
-            chosen[group] = kind
-            continue
-        option = named.get(str(node.get("name")))
-        target = node.get("_target_")
-        if option is not None and (target is None or target == own_target(option)):
-            chosen[group] = option
-        else:
-            chosen[group] = base
-    return chosen
-
-
-def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
-    """The typed config; its fields check their ranges here (ConfigError on bad input).
-
-    A config composed by run.py is typed already; a plain one (a rerun.yaml, a test's dict)
-    is merged into the schema first (its task and strategy into their options'
-    dataclasses), so its types are checked the same way."""
-    chosen = _options_of(cfg)
-    unknown = _unknown_keys(cfg, Config, chosen=chosen)
-    require(
-        not unknown,
-        f"{', '.join(unknown)} is not a key of linkbench's config; "
-        + key_hint(unknown[0] if unknown else "", Config),
-    )
-    try:
-        schema = OmegaConf.structured(Config)
-        for group, option in chosen.items():
-            schema[group] = OmegaConf.structured(option)
-        typed = OmegaConf.merge(schema, cfg)
-        config = OmegaConf.to_object(typed)
-    except MissingMandatoryValue as error:
-        raise ConfigError(f"{error.full_key} is not set; add {error.full_key}=VALUE.") from None
-    except ConfigKeyError as error:
-        raise ConfigError(
-            f"{error.full_key} is not a key of linkbench's config; "
-            + key_hint(str(error.full_key), Config)
-        ) from None
-    except OmegaConfBaseException as error:
-        raise ConfigError(str(sentence(error))) from None
-    assert isinstance(config, Config)
-    for key, value in _numbers(config):
-        require(
-            math.isfinite(value),
-            f"{key}={value} is not a finite number; give it a finite value.",
-        )
-    return config
-
-
-def _numbers(node: Any, prefix: str = "") -> list[tuple[str, float]]:
-    """(key, value) of every float in a config, at any depth."""
-    found: list[tuple[str, float]] = []
-    for f in dataclasses.fields(node):
-        value = getattr(node, f.name)
-        if dataclasses.is_dataclass(value):
-            found += _numbers(value, f"{prefix}{f.name}.")
-        elif isinstance(value, float):
-            found.append((f"{prefix}{f.name}", value))
-    return found
 
 
 def _resolve_devices(config: Config, machine: Machine, notes: list[str]) -> tuple[str, str, int]:
@@ -563,65 +431,6 @@ def _check_emulated(config: Config, machine: Machine, ranks: int) -> None:
     require(problem is None, str(problem))
 
 
-def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
-    """dotted key -> value of every leaf of a config node (interpolations unresolved)."""
-    if not isinstance(node, dict):
-        return {prefix: node}
-    found: dict[str, Any] = {}
-    for name, value in node.items():
-        found.update(_leaves(value, f"{prefix}.{name}" if prefix else str(name)))
-    return found
-
-
-def follow_machine(cfg: DictConfig, overrides: JobOverrides, machine: Machine) -> DictConfig:
-    """``cfg`` with ``model=auto`` and ``precision=auto`` as the options that suit
-    ``machine`` (:func:`~linkbench.config.registry.auto_options`); ``cfg`` itself where
-    neither is auto. A key the user set under the auto option (any value that differs from
-    what ``auto`` alone composes to, and any of ``overrides`` under its group) holds for the
-    option it stands for."""
-    chosen = {
-        group: option
-        for group, option in auto_options(machine.cuda_devices).items()
-        if OmegaConf.select(cfg, f"{group}.name") == AUTO
-    }
-    if not chosen:
-        return cfg
-    cfg = copy.deepcopy(cfg)
-    for group, option in chosen.items():
-        alone = _leaves(OmegaConf.to_container(auto_node(group, AUTO)))
-        composed = _leaves(OmegaConf.to_container(cfg[group]))
-        user = {k: v for k, v in composed.items() if k not in alone or alone[k] != v}
-        user.update(
-            {
-                name.split(".", 1)[1]: value
-                for name, value in overrides.values.items()
-                if name.startswith(f"{group}.")
-            }
-        )
-        cfg[group] = auto_node(group, option)
-        for name, value in user.items():
-            OmegaConf.update(cfg, f"{group}.{name}", value, force_add=True)
-    return cfg
-
-
-@dataclass(frozen=True)
-class PartsFacts:
-    """What building a training job's parts told the plan."""
-
-    flops_per_sample: int
-    memory_bytes_per_rank: int
-    """A rough estimate of what one rank holds at the job's batch (weights, gradients,
-    optimizer state, activations: :mod:`linkbench.parts.memory`)."""
-    fixed_memory_bytes: int
-    """Of which the part that does not grow with the batch."""
-
-
-PartsCheck = Callable[[Config, float], PartsFacts]
-"""Builds a training job's parts where that is cheap (at the learning rate given) and refuses
-what cannot build; returns what that told (:class:`PartsFacts`). It needs torch, so the
-launcher hands it in (:func:`linkbench.launcher.parts_check.check_parts`)."""
-
-
 def _memory_note(
     facts: PartsFacts, config: Config, device_type: str, ranks_here: int, machine: Machine
 ) -> str | None:
@@ -652,12 +461,14 @@ def make_plan(
     machine: Machine | None = None,
     parts_check: PartsCheck | None = None,
     sweep_dir: str | None = None,
+    runtime_of: RuntimeOf | None = None,
 ) -> JobPlan:
     """Check ``cfg`` and resolve it for this machine (``model=auto`` and ``precision=auto``
     included) into the finished plan of the job in ``job_dir``: with ``parts_check``, its
     parts built and its FLOPs counted; in a sweep (``sweep_dir``), its compile cache the
     sweep's; with ``resume=true``, the step its checkpoint continues from (a damaged one set
-    aside, by one process of the job). Raises ConfigError on bad input."""
+    aside, by one process of the job); with ``runtime_of``, the runtime classes of its task
+    and strategy, which the plan carries to every process. Raises ConfigError on bad input."""
     machine = machine or Machine.current()
     given = JobOverrides.of(overrides)
     if isinstance(cfg, DictConfig):
@@ -686,6 +497,8 @@ def make_plan(
     strategy = config.strategy.resolve(config, nodes or nnodes, layout.data)
     config = dataclasses.replace(config, strategy=strategy)
     task = config.task.spec()
+    config = dataclasses.replace(config, task=config.task.resolve(device_type))
+    runtime = runtime_of(config) if runtime_of is not None else None
     global_batch = config.batch * layout.data
     steps_per_epoch = None
     if task.trains:
@@ -753,8 +566,8 @@ def make_plan(
         compile_cache_dir=(
             str(Path(sweep_dir) / COMPILE_CACHE_DIR) if config.compile and sweep_dir else None
         ),
-        max_bytes=(config.task.max_bytes if isinstance(config.task, AllReduceTask) else None)
-        or DEFAULT_MAX_BYTES[device_type],
+        task_spec=task,
+        resolved_runtime=runtime,
     )
 
 

@@ -196,6 +196,11 @@ class TaskConfig:
         this task does with ``config`` on a machine of ``device_type`` ("cuda" or "cpu")."""
         note_untrained(self.trains, config, notes)
 
+    def resolve(self, device_type: str) -> TaskConfig:
+        """This option with what it leaves to the machine filled in, for a job on
+        ``device_type`` (the plan calls it; the option as given by default)."""
+        return self
+
 
 def own_target(option: type) -> str:
     """The ``_target_`` an option's dataclass names by default (MISSING for a base)."""

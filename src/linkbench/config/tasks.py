@@ -8,6 +8,7 @@ class (``run``, ``finish``, ``report``: :mod:`linkbench.worker.task`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from linkbench.config.checks import require, require_not_negative, require_positive
@@ -42,6 +43,10 @@ class TrainTask(TaskConfig):
         )
 
 
+# task.max_bytes=null means this many bytes, by device type.
+DEFAULT_MAX_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
+
+
 @dataclass
 class AllReduceTask(TaskConfig):
     """``task=allreduce``: every collective of ``ops`` over message sizes, with nccl-tests'
@@ -67,6 +72,11 @@ class AllReduceTask(TaskConfig):
     iters: int = 20
 
     headline = "busbw_gb_s_peak"
+
+    def resolve(self, device_type: str) -> AllReduceTask:
+        if self.max_bytes is not None:
+            return self
+        return dataclasses.replace(self, max_bytes=DEFAULT_MAX_BYTES[device_type])
 
     def check(self, config: Config, device_type: str, notes: list[str]) -> None:
         super().check(config, device_type, notes)

@@ -29,8 +29,10 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 from linkbench.analysis.phases import job_line
 from linkbench.config.choices import InterconnectName
+from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides, override_texts
-from linkbench.config.plan import JobPlan, Machine, make_plan
+from linkbench.config.plan import JobPlan, make_plan
+from linkbench.config.runtime import TaskRuntime
 from linkbench.errors import ConfigError, DiskFull, JobFailed, JobInterrupted, end, refuse
 from linkbench.files import (
     METRICS_FILE,
@@ -59,7 +61,7 @@ from linkbench.link.transport import verify, verify_link
 from linkbench.parts.datasets import fetch
 from linkbench.stop import Stopped, stops_held
 from linkbench.worker.main import worker_main
-from linkbench.worker.task import Task, task_class
+from linkbench.worker.runtime import runtime_of
 
 log = logging.getLogger("linkbench")
 # A full disk must not turn every later log line into a "--- Logging error ---" traceback
@@ -247,7 +249,7 @@ def _plan_job(
     machine: Machine,
     sweep_dir: str | None,
 ) -> JobPlan:
-    plan = make_plan(cfg, str(job_dir), overrides, machine, check_parts, sweep_dir)
+    plan = make_plan(cfg, str(job_dir), overrides, machine, check_parts, sweep_dir, runtime_of)
     if plan.resume_step is not None:
         log.info("resume: %s continues from its checkpoint of step %d", job_dir, plan.resume_step)
     return plan
@@ -260,7 +262,8 @@ def _run_other_rank(
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
         root.removeHandler(handler)  # rank 0 alone writes the job's log file
-    worker_main(make_plan(cfg, str(job_dir), overrides, machine))  # rank 0 checked the parts
+    # rank 0 checked the parts
+    worker_main(make_plan(cfg, str(job_dir), overrides, machine, runtime_of=runtime_of))
     return 0.0
 
 
@@ -398,7 +401,7 @@ def run_job(cfg: DictConfig) -> float:
         if full:
             _out_of_space(job_dir, record, hydra_cfg.mode)
     assert record.plan is not None  # planned, or the ConfigError above was raised
-    return report(record.fields, task_class(record.plan.config.task._target_))
+    return report(record.fields, record.plan.runtime.task)
 
 
 def _hydra_stub(job_dir: Path, hydra_cfg: Any) -> list[Path]:
@@ -454,7 +457,7 @@ def _signal_name(error: BaseException) -> str:
     return "SIGINT" if isinstance(error, KeyboardInterrupt) else "SIGTERM"
 
 
-def report(result: dict[str, Any], task: type[Task]) -> float:
+def report(result: dict[str, Any], task: type[TaskRuntime]) -> float:
     """Log the job's outcome in the task's lines and where its time went; return its
     headline metric (for Hydra)."""
     task.report(result)

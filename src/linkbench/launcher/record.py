@@ -41,7 +41,6 @@ from linkbench.link.nccl_log import requested_vs_used
 from linkbench.link.topology import versions
 from linkbench.link.transport import hardware_witness
 from linkbench.metrics import recorded
-from linkbench.worker.task import task_class
 
 
 def now_iso() -> str:
@@ -52,7 +51,7 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
     """The plan's facts as result.json records them (a task's own metrics' table entries
     too, for the analysis)."""
     c = plan.config
-    task = c.task.spec()
+    task = plan.task_spec
     own = {"metric_table": recorded(task.metrics)} if task.metrics else {}
     return {
         "task": str(c.task.name),
@@ -278,7 +277,7 @@ def compose(outputs: JobOutputs, plan: JobPlan | None) -> dict[str, Any]:
         )
     if outputs.trace is not None:
         fields["trace"] = with_untraced(outputs.trace, fields["metrics"].get("step_time_ms"))
-    task_class(plan.config.task._target_).finish(fields, plan, outputs.hardware)
+    plan.runtime.task.finish(fields, plan, outputs.hardware)
     return fields
 
 

@@ -34,6 +34,7 @@ import torch.distributed as dist
 from torch import nn
 
 from linkbench.config.checks import require
+from linkbench.config.runtime import Runtime
 from linkbench.config.schema import Config, StrategyConfig
 from linkbench.config.strategies import FSDPStrategy
 from linkbench.config.targets import import_class
@@ -419,6 +420,11 @@ def strategy_class(strategy: StrategyConfig) -> type[Parallel]:
     return cls
 
 
-def parallelize(model: nn.Module, config: Config, device: torch.device) -> Parallel:
-    """The model under ``config.strategy``."""
-    return strategy_class(config.strategy)(model, config, device)
+def parallelize(
+    runtime: Runtime, model: nn.Module, config: Config, device: torch.device
+) -> Parallel:
+    """The model under ``config.strategy``, by the runtime class the plan resolved for it
+    (``runtime.strategy``: :func:`strategy_class`)."""
+    cls = runtime.strategy
+    assert issubclass(cls, Parallel)  # strategy_class checked it
+    return cls(model, config, device)

@@ -13,7 +13,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
-from linkbench.config.plan import JobPlan, typed_to_plain
+from linkbench.config.compose import typed_to_plain
+from linkbench.config.plan import JobPlan
 
 
 def as_markdown_code(text: str) -> str:

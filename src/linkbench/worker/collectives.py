@@ -160,11 +160,11 @@ class AllReduce(Task):
     def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
         """Time every op at every size; rank 0 (``board`` given) writes CSV and TensorBoard."""
         task = plan.config.task
-        assert isinstance(task, AllReduceTask)
+        assert isinstance(task, AllReduceTask) and task.max_bytes is not None  # planned
         world = me.world_size
         rows = []
         for op in map(str, task.ops):
-            for size in message_sizes(task.min_bytes, plan.max_bytes, task.size_factor):
+            for size in message_sizes(task.min_bytes, task.max_bytes, task.size_factor):
                 row = time_collective(op, size, task.dtype, task.warmup_iters, task.iters, me)
                 rows.append(row)
                 if board is not None:

@@ -42,7 +42,6 @@ from linkbench.stop import (
 from linkbench.worker import phases
 from linkbench.worker.board import Board
 from linkbench.worker.emulated import check_sockets, measure, measure_nodes, store
-from linkbench.worker.task import task_class
 
 log = logging.getLogger("linkbench")
 
@@ -170,7 +169,7 @@ def worker_main(plan: JobPlan) -> dict[str, Any]:
             opened = own_connections()  # every rank's connections are open now
             phases.mark("link_probe")
         task_started_at = time.time()
-        out = task_class(plan.config.task._target_).run(plan, me, board)
+        out = plan.runtime.task.run(plan, me, board)
         phases.mark("task")
         if me.is_main:
             if plan.link is not None and link is not None:

@@ -58,7 +58,7 @@ class Stepper:
         self._side = torch.cuda.Stream(device) if self.cuda_graphs else None
         self._nvtx = cfg.nvtx
         with self._on_side():
-            self.parallel = parallelize(model, cfg, device)
+            self.parallel = parallelize(plan.runtime, model, cfg, device)
         if self._side is not None:
             torch.cuda.current_stream(device).wait_stream(self._side)
         self._forward: Callable[..., torch.Tensor] = self.parallel.model

@@ -1,0 +1,150 @@
+"""The summary's lines in words: one per comparison (its ratio, interval and verdict, and
+why it stopped where adaptive rounds stopped it), one per configuration that could not be
+judged, and one per job that did not complete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from linkbench.analysis.compare import ACCURACY_MARGIN, Comparison
+from linkbench.analysis.emulated import RATE_KEY, link_settings
+from linkbench.analysis.stats import Interval, Mean
+from linkbench.analysis.sweep import Configuration
+
+
+def span(interval: Interval) -> str:
+    return f"{interval.estimate:.3f}x [{interval.low:.3f}, {interval.high:.3f}]"
+
+
+def mean_text(mean: Mean | None, unit: str) -> str:
+    if mean is None:
+        return "no completed run"
+    if mean.runs < 2:
+        return f"{mean.mean:,.1f} {unit} (1 run, no interval)"
+    return f"{mean.mean:,.1f} [{mean.low:,.1f}, {mean.high:,.1f}] {unit} ({mean.runs} runs)"
+
+
+def _seeds_are_runs(config: Configuration) -> bool:
+    """Whether a configuration's runs are the seeds of a sweep over seeds, not rounds."""
+    runs = config.runs()
+    return all(r.round is None for r in runs) and len({r.seed for r in runs}) == len(runs) > 1
+
+
+def verdict_line(c: Comparison, rounds: dict[str, Any] | None = None) -> str:
+    """One sentence per comparison: estimate, interval, runs, verdict; an adaptive sweep's
+    ``rounds`` record says why an undecided one stopped."""
+    where = f"at {c.where}: " if c.where else ""
+    link = link_settings(c.arm)
+    if link is not None and c.axis != RATE_KEY and f"{RATE_KEY}=" not in where:
+        where = f"{where[:-2]} " if where else ""
+        where += f"on an emulated link of {link['rate_gbit_s']:g} Gbit/s: "
+    runs = f"{c.ratio.runs[0]} vs {c.ratio.runs[1]} runs"
+    if not c.ratio.has_interval:
+        return (
+            f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {c.ratio.estimate:.3f}x "
+            f"({c.unit}), {runs}: **inconclusive** (a side with one run gives no interval; "
+            "use repeats=3 or more)" + _lost(c)
+        )
+    line = (
+        f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {span(c.ratio)} ({c.unit}, "
+        f"{runs}, {c.ratio.method}): **{c.verdict}**"
+    )
+    if c.verdict == "equal":
+        line += f" (within ±{c.margin:.0%})"
+    line += _accuracy(c)
+    record = rounds or {}
+    futile = {name for r in record.get("rounds") or [] for name in r.get("futile") or {}}
+    if c.verdict == "inconclusive" and c.name in futile:
+        chance, needed = c.chance_to_decide() or 0.0, c.equal_margin_needed() or 0.0
+        line += (
+            f" (stopped after {c.pairs} rounds as beyond deciding: the rounds left, up to "
+            f"{c.design.max_rounds if c.design else ''}, would decide it with a chance of "
+            f"{chance:.1%} given what these rounds show; an equal verdict would need a margin of "
+            f"±{needed:.0%})"
+        )
+    elif c.verdict == "inconclusive" and c.ratio.method == "sequential":
+        why = str(record.get("stopped") or "").split(", ")[0]
+        line += (
+            f" (undecided when the sweep stopped{': ' + why if why else ''}; raise "
+            "hydra.sweeper.max_rounds or hydra.sweeper.budget_s)"
+        )
+    elif c.verdict == "inconclusive" and _seeds_are_runs(c.arm):
+        line += " (its runs are seeds: sweep more seeds to narrow it)"
+    elif c.verdict == "inconclusive":
+        line += " (repeats=auto runs rounds until it is decided)"
+    if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:
+        d = c.step_time_diff_ms
+        line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
+    line += _lost(c)
+    if c.outliers:
+        named = ", ".join(
+            f"{job} ({ratio:.2f}x its configuration's median)" for job, ratio in c.outliers
+        )
+        line += f"; outlier run(s), kept in the verdict: {named}"
+    return line
+
+
+def unjudged_line(arm: Configuration, base: Configuration, axis: str) -> str:
+    """A comparison with no verdict: a side has no completed run."""
+    where = ", ".join(f"{k}={v}" for k, v in arm.settings if k != axis)
+    empty = [c for c in (arm, base) if not c.runs()]
+    said = "; ".join(
+        f"{c.label()} has no completed run ({len(c.lost())} job(s) failed or stopped: "
+        f"{', '.join(c.lost())})"
+        if not c.unwitnessed()
+        else f"{c.label()} has no run whose transport was verified ({_unwitnessed(c)})"
+        for c in empty
+    )
+    return (
+        f"- {'at ' + where + ': ' if where else ''}{axis}={arm.values_by_key[axis]} vs "
+        f"{base.values_by_key[axis]}: **no verdict**: {said}"
+    )
+
+
+def unfinished_line(job: dict[str, Any]) -> str:
+    """A job that failed or was stopped, with what its record says of why."""
+    error = " ".join(str(job.get("error") or "no error recorded").split())
+    shown = error if len(error) <= 300 else error[:297] + "..."
+    return f"- {job.get('job')}: {job.get('status')}: {shown}"
+
+
+def _unwitnessed(config: Configuration) -> str:
+    """The jobs of ``config`` left out because their transport check contradicts the arm."""
+    found = config.unwitnessed()
+    return f"{len(found)} job(s) not verified, left out: " + "; ".join(
+        f"{job}: {why}" for job, why in found
+    )
+
+
+def _lost(c: Comparison) -> str:
+    """What a comparison lacks: its jobs that failed or were stopped, and those left out
+    because their transport was not verified."""
+    out = ""
+    if c.lost:
+        out += f"; {len(c.lost)} run(s) lost, their jobs failed or were stopped: "
+        out += ", ".join(c.lost)
+    for side in (c.arm, c.base):
+        if side.unwitnessed():
+            out += f"; {side.label()}: {_unwitnessed(side)}"
+    return out
+
+
+def _accuracy(c: Comparison) -> str:
+    """The held-out accuracy beside the speed verdict: a speed-up counts where it holds."""
+    a, found = c.accuracy, c.accuracy_verdict
+    if a is None or found is None:
+        return ""
+
+    def points(sign: float = 1.0) -> str:
+        low, high = sorted((sign * a.low, sign * a.high))
+        shown = f"{100 * sign * a.estimate:.1f}"
+        return (
+            shown + (f" [{100 * low:.1f}, {100 * high:.1f}]" if a.has_interval else "") + " points"
+        )
+
+    if found == "equal":
+        return f", accuracy equal within ±{100 * ACCURACY_MARGIN:.1f} points ({points()})"
+    if found in ("lower", "higher"):
+        but = "but " if (found == "lower") == (c.verdict == "faster") else ""
+        return f", {but}accuracy {found} by {points(-1.0 if found == 'lower' else 1.0)}"
+    return f", accuracy undecided ({points()} difference)"
