@@ -5,7 +5,6 @@ file grows past about 600 lines. Each rule is checked on a sample that breaks it
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
