@@ -51,6 +51,15 @@ def compose_config() -> Iterator:
         yield _compose
 
 
+def job_plan(*args, **kwargs):
+    """make_plan as the launcher calls it: with the runtime classes of the job's task,
+    strategy and data resolved (``plan.runtime``), so the plan can be run."""
+    from linkbench.config.plan import make_plan
+    from linkbench.worker.runtime import runtime_of
+
+    return make_plan(*args, **kwargs, runtime_of=runtime_of)
+
+
 def load_result(job_dir: Path) -> dict:
     """A job's result.json."""
     return json.loads((job_dir / "result.json").read_text())

@@ -12,17 +12,19 @@ from .conftest import REPO
 
 SOURCES = sorted((REPO / "src").rglob("*.py"))
 
-# The calls that find a task's or a strategy's class or spec from its name (its _target_),
-# and the only functions that may make them: in make_plan, or in what make_plan calls.
+# The calls that find a task's, strategy's or data option's class or spec from its name (its
+# _target_), and the only functions that may make them: make_plan, and what it calls.
 LOOKUPS: dict[str, set[str]] = {
     "import_class": {
         "linkbench/config/schema.py:StrategyConfig.spec",
         "linkbench/config/schema.py:TaskConfig.spec",
         "linkbench/worker/task.py:task_class",
         "linkbench/parts/strategy.py:strategy_class",
+        "linkbench/parts/datasets.py:data_class",
     },
     "task_class": {"linkbench/worker/runtime.py:runtime_of"},
     "strategy_class": {"linkbench/worker/runtime.py:runtime_of"},
+    "data_class": {"linkbench/worker/runtime.py:runtime_of"},
     "spec": {
         "linkbench/config/plan.py:make_plan",
         "linkbench/config/schema.py:StrategyConfig.check",
@@ -54,7 +56,7 @@ def lookups(tree: ast.AST, module: str) -> list[str]:
 
 
 def test_nothing_after_the_plan_looks_a_part_up_by_name():
-    """A job's task and strategy classes are resolved by make_plan (its runtime_of) and
+    """A job's task, strategy and data classes are resolved by make_plan (its runtime_of) and
     carried by the plan; a worker, the record or the report that looked one up again from
     config.task._target_ would be a second registry."""
     found = []

@@ -250,3 +250,113 @@ def test_a_new_strategy_with_a_setting_of_its_own_is_one_dataclass(compose_confi
                        "strategy=tp has none"):  # fmt: skip
         make_plan(compose_config(["strategy=tp", "comm_hook=bf16"]), str(tmp_path), [],
                   Machine(0))  # fmt: skip
+
+
+STRIPES = '''
+"""Horizontal stripes whose period says the class: images a model can learn to label."""
+import torch
+from torch.utils.data import TensorDataset
+
+from linkbench.parts.datasets import DataSource
+
+
+def period(data):
+    """The option's setting: a field of its dataclass, or a key of its YAML's options."""
+    return data.options["period"] if data.options else data.period
+
+
+class Stripes(DataSource):
+    @classmethod
+    def dataset(cls, config, local_rank, held_out=False):
+        data, channels = config.data, config.model.in_channels
+        n = 64 if held_out else 256
+        labels = torch.arange(n) % data.num_classes
+        rows = torch.arange(data.image_size)
+        images = torch.stack([(rows // (period(data) * (1 + int(c)))) % 2 for c in labels])
+        images = images.float()[:, None, :, None]
+        images = images.expand(n, channels, data.image_size, data.image_size).contiguous()
+        return TensorDataset(images, labels)
+'''
+
+
+def _outside_data(tmp_path):
+    package = tmp_path / "lab" / "my_data"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "stripes.py").write_text(STRIPES)
+    conf = tmp_path / "conf" / "data"
+    conf.mkdir(parents=True)
+    (conf / "stripes.yaml").write_text(
+        "name: stripes\n_target_: my_data.stripes.Stripes\nnum_classes: 4\noptions: {period: 2}\n"
+    )
+    return tmp_path / "conf", clean_env(python_path=tmp_path / "lab")
+
+
+def test_a_new_data_option_with_a_setting_of_its_own_is_one_dataclass(
+    compose_config, tmp_path, monkeypatch
+):
+    """What docs/extending.md says a new data option takes: one dataclass (its keys, checks
+    and sizes, stored under its name) and one runtime class that builds its data set, which
+    the plan resolves once and every rank calls from the plan."""
+    from dataclasses import dataclass
+
+    import torch
+    from hydra.core.config_store import ConfigStore
+
+    from linkbench.config.checks import require
+    from linkbench.config.data import LoadedData
+    from linkbench.parts.data import make_batches
+    from linkbench.parts.rank import Rank
+
+    from .conftest import job_plan
+
+    _outside_data(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path / "lab"))
+
+    @dataclass
+    class StripesData(LoadedData):
+        name: str = "stripes"
+        _target_: str = "my_data.stripes.Stripes"
+        num_workers: int = 0
+        period: int = 1
+
+        def __post_init__(self):
+            super().__post_init__()
+            require(self.period >= 1, f"data.period={self.period} must be at least 1.")
+
+        def train_size(self):
+            return 256
+
+        def held_out_size(self):
+            return 64
+
+    ConfigStore.instance().store(group="data", name="stripes", node=StripesData)
+    overrides = ["data=stripes", "data.period=2", "data.num_classes=4", "epochs=2", "batch=16"]
+    plan = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+    assert isinstance(plan.config.data, StripesData) and plan.config.data.period == 2
+    assert plan.runtime.data.__name__ == "Stripes"  # resolved once, by the plan
+    assert plan.steps == 2 * (256 // 2 // 16)  # its size made the epochs into steps
+    images, labels = next(make_batches(plan, 16, Rank(0, 0, 2, torch.device("cpu"))).stream)
+    assert images.shape == (16, 3, 32, 32)
+    first = images[labels == 0][0, 0, :8, 0].tolist()  # class 0: period 2, rows 0-1 dark
+    assert first == [0, 0, 1, 1, 0, 0, 1, 1]
+    with pytest.raises(ConfigError, match=r"^data\.period=0 must be at least 1\.$"):
+        job_plan(compose_config(["data=stripes", "data.period=0"]), str(tmp_path), [], Machine(0))
+
+
+def test_a_data_option_from_outside_the_package_trains_and_is_evaluated(tmp_path):
+    """One module and one YAML file, through run.py: its setting under options, its data
+    set built on every rank by its runtime class, held out and evaluated."""
+    conf, env = _outside_data(tmp_path)
+    job = tmp_path / "job"
+    args = ["--config-dir", str(conf), *QUICK, "data=stripes", "task.no_sync_steps=0"]
+    done = run_cli([*args, f"hydra.run.dir={job}"], env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(job)
+    assert (result["status"], result["data"]) == ("completed", "stripes")
+    assert 0 <= result["metrics"]["eval_accuracy"] <= 1
+    # Without a size of its own, a budget in epochs is refused in one sentence.
+    given = ["--config-dir", str(conf), "data=stripes", "epochs=1"]
+    refused = run_cli([*given, f"hydra.run.dir={tmp_path / 'no'}"], env=env)
+    assert refused.returncode != 0
+    assert "data=stripes has none" in refused.stderr, refused.stderr[-2000:]

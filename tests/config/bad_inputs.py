@@ -118,7 +118,12 @@ CASES: list[Case] = [
     _c("epochs=-1", "epochs=-1"),
     _c("samples=0", "samples=0"),
     _c("hw_sample_hz=-1", "hw_sample_hz=-1"),
-    _c("data.num_workers=-1", "data.num_workers=-1"),
+    _c("data.num_workers=-1", "data=fake", "data.num_workers=-1"),
+    # A key the chosen option lacks: the options that have it.
+    _c("data.size is not a key of data=digits; data=fake has it", "data=digits", "data.size=5"),
+    _c("data=imagefolder and data=cifar10 have it", "data.root=/data"),
+    _c("task=allreduce has it", "task.ops=[all_reduce]"),
+    _c("data.root is not a key of data=fake", "data=fake", "data.root=/data"),
     _c("model.weight_decay=-1", "model.weight_decay=-1"),
     _c("scaling.reference_batch=0", "scaling.reference_batch=0"),
     _c("ddp.bucket_cap_mb=0", "ddp.bucket_cap_mb=0"),

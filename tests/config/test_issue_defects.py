@@ -11,28 +11,30 @@ from linkbench.errors import ConfigError
 from linkbench.launcher.callbacks import unwritable_reason
 from linkbench.launcher.sweeper import check_rounds, sweep_rounds
 
+from ..conftest import job_plan
+
 CPU = Machine(cuda_devices=0)
 
 
 def test_the_old_untimed_name_is_clamped_like_the_new_one(compose_config, tmp_path):
     budget = ["epochs=1", "data=digits", "batch=256"]
-    new = make_plan(compose_config([*budget, "untimed_steps=10"]), str(tmp_path), [], CPU)
-    old = make_plan(compose_config([*budget, "warmup_steps=10"]), str(tmp_path), [], CPU)
+    new = job_plan(compose_config([*budget, "untimed_steps=10"]), str(tmp_path), [], CPU)
+    old = job_plan(compose_config([*budget, "warmup_steps=10"]), str(tmp_path), [], CPU)
     assert old.config.untimed_steps == new.config.untimed_steps == new.config.steps - 1
 
 
 @pytest.mark.parametrize("key", ["base_lr", "debug.step_delay_ms", "dist_timeout_s"])
 def test_non_finite_numbers_are_refused_up_front(compose_config, tmp_path, key):
     with pytest.raises(ConfigError, match=f"{key}=inf is not a finite number"):
-        make_plan(compose_config([f"{key}=inf"]), str(tmp_path), [], CPU)
+        job_plan(compose_config([f"{key}=inf"]), str(tmp_path), [], CPU)
 
 
 def test_fake_data_follows_the_models_channels(compose_config, tmp_path):
-    from linkbench.parts.datasets import dataset
 
     cfg = compose_config(["data=fake", "data.size=64", "model.in_channels=1"])
-    config = make_plan(cfg, str(tmp_path), [], CPU).config
-    assert dataset(config.data, config.model.in_channels, 0)[0][0].shape[0] == 1
+    plan = job_plan(cfg, str(tmp_path), [], CPU)
+    config = plan.config
+    assert plan.runtime.data.dataset(config, 0)[0][0].shape[0] == 1
 
 
 def test_an_output_directory_that_cannot_be_created_is_named():

@@ -358,3 +358,19 @@ def test_an_override_that_takes_the_emulated_arm_off_its_link_is_refused(
     cfg = compose_config(["interconnect=emulated", override])
     with pytest.raises(ConfigError, match=re.escape(words)):
         make_plan(cfg, str(tmp_path), [override], CPU)
+
+
+def test_a_rerun_yaml_from_before_each_data_option_had_its_own_keys_still_plans(
+    compose_config, tmp_path
+):
+    """A rerun.yaml written when every data option shared one schema carries all its keys
+    (data.root, data.size, ... for data=digits): the ones digits lacks did nothing and are
+    dropped; a key no data option ever had is still refused."""
+    plan = make_plan(compose_config(["data=digits", "epochs=1"]), str(tmp_path), [], CPU)
+    old = plan.resolved_config()
+    old["data"].update(root=None, download=False, size=10_000, eval_size=1_000)
+    again = make_plan(old, str(tmp_path), [], CPU)
+    assert again.steps == plan.steps and again.config.data == plan.config.data
+    old["data"]["colour"] = "red"
+    with pytest.raises(ConfigError, match=r"^data\.colour is not a key of linkbench's config"):
+        make_plan(old, str(tmp_path), [], CPU)

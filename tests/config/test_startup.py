@@ -57,6 +57,7 @@ def test_registering_the_sweeper_loads_nothing_a_sweep_uses():
 
 PLAN_EVERY_OPTION = """
 import sys
+import tempfile
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -67,22 +68,32 @@ from linkbench.config.registry import options, register
 
 register(project_root=Path({repo!r}))
 with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
-    # strategy=hsdp needs two replicas: two GPUs, one replica on each
-    extra = {{"strategy=hsdp": ["strategy.replicas=2"]}}
+    # strategy=hsdp needs two replicas: two GPUs, one replica on each; data from a folder
+    # needs the folder
+    root = Path(tempfile.mkdtemp())
+    (root / "cat").mkdir()
+    for i in range(80):
+        (root / "cat" / f"{{i}}.png").write_bytes(b"")
+    extra = {{
+        "strategy=hsdp": ["strategy.replicas=2"],
+        "data=imagefolder": [f"data.root={{root}}"],
+        "data=cifar10": [f"data.root={{root}}", "data.download=true"],
+    }}
     jobs = [[f"{{group}}={{name}}"] for group, named in options().items() for name in named]
     jobs = [job + extra.get(job[0], []) for job in jobs]
     composed = [(job, compose("config", overrides=job)) for job in jobs]
     before = set(sys.modules)
     for job, cfg in composed:
-        gpus = 2 if job[0] in extra else 1
+        gpus = 2 if job[0] == "strategy=hsdp" else 1
         make_plan(cfg, "/tmp/plan", job, Machine(cuda_devices=gpus))
 print(" ".join(sorted(set(sys.modules) - before)))
 """
 
 
-def test_make_plan_imports_no_torch_and_no_worker_for_any_built_in_task_or_strategy():
-    """The plan checks every built-in task and strategy by its option's dataclass
-    (linkbench.config.tasks, .strategies), never by importing its runtime class; the
+def test_make_plan_imports_no_torch_and_no_worker_for_any_built_in_option():
+    """The plan checks every built-in task, strategy and data option by its option's
+    dataclass (linkbench.config.tasks, .strategies, .data), never by importing its runtime
+    class; the
     runtime classes (and torch) are the workers' (before, 23 worker and parts modules)."""
     done = _run(["-c", PLAN_EVERY_OPTION.format(repo=str(REPO), conf=str(REPO / "conf"))])
     imported = done.stdout.split()

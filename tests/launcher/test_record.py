@@ -4,9 +4,9 @@ that reads and writes nothing, then written."""
 from __future__ import annotations
 
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
 from linkbench.launcher.record import JobOutputs, compose
-from linkbench.worker.runtime import runtime_of
+
+from ..conftest import job_plan
 
 
 def _transport(verified):
@@ -14,7 +14,7 @@ def _transport(verified):
 
 
 def test_compose_turns_a_jobs_outputs_into_its_fields_and_touches_no_file(compose_config, tmp_path):
-    plan = make_plan(compose_config(), str(tmp_path), [], Machine(0), runtime_of=runtime_of)
+    plan = job_plan(compose_config(), str(tmp_path), [], Machine(0))
     outputs = JobOutputs(
         fields={"status": "completed", "overrides": []},
         runs=[{"samples_per_sec": 100.0, "step_time_ms": 10.0, "note": "first"},

@@ -18,10 +18,10 @@ import pytest
 
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides
-from linkbench.config.plan import make_plan
 from linkbench.launcher.job import check_transport
 from linkbench.launcher.record import JobRecord
-from linkbench.worker.runtime import runtime_of
+
+from ..conftest import job_plan
 
 DATA = Path(__file__).resolve().parents[1] / "link" / "data" / "nccl"
 RANK = re.compile(r"^\S+ \[(\d+)\] NCCL ")
@@ -43,7 +43,7 @@ def check(compose_config, tmp_path: Path, arm: str, log_name: str, ranks: int, c
     """The console's transport lines and result.json's transport block of the replayed job."""
     cfg = compose_config([f"interconnect={arm}", "model=tiny", "precision=bf16"])
     machine = Machine(cuda_devices=ranks)
-    plan = make_plan(cfg, str(tmp_path), [f"interconnect={arm}"], machine, runtime_of=runtime_of)
+    plan = job_plan(cfg, str(tmp_path), [f"interconnect={arm}"], machine)
     assert (plan.backend, plan.world_size) == ("nccl", ranks)
     replay(log_name, tmp_path, ranks)
     record = JobRecord(tmp_path, JobOverrides.of([f"interconnect={arm}"]))

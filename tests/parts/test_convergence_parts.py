@@ -9,14 +9,13 @@ import pytest
 import torch
 
 from linkbench.config.choices import Decay
-from linkbench.config.data_sizes import held_out_size, train_size
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
 from linkbench.config.scaling import LrSchedule
 from linkbench.errors import ConfigError
 from linkbench.parts.data import held_out_batches
-from linkbench.parts.datasets import dataset
 from linkbench.parts.rank import Rank
+
+from ..conftest import job_plan
 
 CPU = torch.device("cpu")
 
@@ -37,7 +36,7 @@ def test_goyals_gradual_warmup_then_step_decay():
 def test_the_plan_turns_epochs_into_steps_and_warmup_epochs_into_steps(compose_config, tmp_path):
     overrides = ["data=digits", "epochs=3", "batch=16", "scaling.lr_warmup_epochs=1",
                  "scaling.warmup_from=base"]  # fmt: skip
-    plan = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+    plan = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
     per_rank = 1437 // 2  # 1,797 digits, 20 % held out, 2 ranks
     assert plan.steps_per_epoch == per_rank // 16 == 44
     assert plan.config.steps == 3 * 44
@@ -62,16 +61,18 @@ def test_the_plan_turns_epochs_into_steps_and_warmup_epochs_into_steps(compose_c
 )
 def test_bad_budgets_are_refused(compose_config, tmp_path, overrides, plan_overrides, words):
     with pytest.raises(ConfigError, match=words):
-        make_plan(compose_config(overrides + plan_overrides), str(tmp_path), plan_overrides,
+        job_plan(compose_config(overrides + plan_overrides), str(tmp_path), plan_overrides,
                   Machine(0))  # fmt: skip
 
 
 def test_digits_are_upsampled_and_held_out_by_class(compose_config, tmp_path):
-    config = make_plan(compose_config(["data=digits", "data.image_size=16"]), str(tmp_path), [],
-                       Machine(0)).config  # fmt: skip
-    train = dataset(config.data, 3, local_rank=0)
-    test = dataset(config.data, 3, local_rank=0, held_out=True)
-    assert (len(train), len(test)) == (train_size(config.data), held_out_size(config.data))
+    plan = job_plan(
+        compose_config(["data=digits", "data.image_size=16"]), str(tmp_path), [], Machine(0)
+    )
+    config = plan.config
+    train = plan.runtime.data.dataset(config, local_rank=0)
+    test = plan.runtime.data.dataset(config, local_rank=0, held_out=True)
+    assert (len(train), len(test)) == (config.data.train_size(), config.data.held_out_size())
     assert len(train) + len(test) == 1797
     images, labels = test.tensors
     assert images.shape == (360, 3, 16, 16) and images.min() >= -1 and images.max() <= 1
@@ -81,13 +82,15 @@ def test_digits_are_upsampled_and_held_out_by_class(compose_config, tmp_path):
 
 @pytest.mark.parametrize("data", ["synthetic", "digits"])
 def test_held_out_shards_cover_the_split_once(compose_config, tmp_path, data):
-    config = make_plan(compose_config([f"data={data}", "data.image_size=8"]), str(tmp_path), [],
-                       Machine(0)).config  # fmt: skip
+    plan = job_plan(
+        compose_config([f"data={data}", "data.image_size=8"]), str(tmp_path), [], Machine(0)
+    )
+    config = plan.config
     seen = [
-        [(x.sum().item(), y.item()) for xs, ys in held_out_batches(config, 7, Rank(r, r, 3, CPU))
+        [(x.sum().item(), y.item()) for xs, ys in held_out_batches(plan, 7, Rank(r, r, 3, CPU))
          for x, y in zip(xs, ys, strict=True)]
         for r in range(3)
     ]  # fmt: skip
-    total = held_out_size(config.data)
+    total = config.data.held_out_size()
     assert sum(len(s) for s in seen) == total
     assert [len(s) for s in seen] == [math.ceil((total - r) / 3) for r in range(3)]

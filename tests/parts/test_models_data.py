@@ -8,11 +8,9 @@ import pytest
 import torch
 from PIL import Image
 
-from linkbench.config.data_sizes import held_out_size
 from linkbench.config.groups import OptimizerConfig
 from linkbench.config.layout import Layout
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
 from linkbench.config.scaling import scaled_lr
 from linkbench.errors import ConfigError
 from linkbench.parts.data import held_out_batches, make_batches
@@ -20,6 +18,8 @@ from linkbench.parts.flops import train_flops_per_sample
 from linkbench.parts.models import build_model, cross_entropy
 from linkbench.parts.optim import optimizer_class
 from linkbench.parts.rank import Rank
+
+from ..conftest import job_plan
 
 CPU = torch.device("cpu")
 OPTIMIZERS = {
@@ -42,8 +42,9 @@ def test_every_model_takes_a_training_step(compose_config, tmp_path, model, imag
         ]  # fmt: skip
     else:
         overrides += [f"data.image_size={image_size}"]
-    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
-    batches = make_batches(config, 2, Rank(0, 0, 1, CPU))
+    plan = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+    config = plan.config
+    batches = make_batches(plan, 2, Rank(0, 0, 1, CPU))
     net = build_model(config.model, config.data.num_classes)
     inputs, targets = next(batches.stream)
     loss = cross_entropy(net(inputs), targets)
@@ -53,9 +54,9 @@ def test_every_model_takes_a_training_step(compose_config, tmp_path, model, imag
 
 
 def test_synthetic_data_differs_between_ranks(compose_config, tmp_path):
-    config = make_plan(compose_config(), str(tmp_path), [], Machine(0)).config
-    a, _ = next(make_batches(config, 4, Rank(0, 0, 2, CPU)).stream)
-    b, _ = next(make_batches(config, 4, Rank(1, 1, 2, CPU)).stream)
+    plan = job_plan(compose_config(), str(tmp_path), [], Machine(0))
+    a, _ = next(make_batches(plan, 4, Rank(0, 0, 2, CPU)).stream)
+    b, _ = next(make_batches(plan, 4, Rank(1, 1, 2, CPU)).stream)
     assert a.shape == (4, 3, 32, 32)
     assert not torch.equal(a, b)
 
@@ -70,19 +71,20 @@ def test_data_follows_the_data_parallel_rank_not_the_world(compose_config, tmp_p
         (0, 2, True), (0, 2, False), (1, 2, True), (1, 2, False),
     ]  # fmt: skip
     for overrides in (["batch=2"], ["batch=2", "data=fake", "data.size=8", "data.num_workers=0"]):
-        config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
-        first = [next(make_batches(config, 2, me).stream)[0] for me in ranks]
+        plan = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+        config = plan.config
+        first = [next(make_batches(plan, 2, me).stream)[0] for me in ranks]
         assert torch.equal(first[0], first[1]) and torch.equal(first[2], first[3])
         assert not torch.equal(first[0], first[2])
-    held_out = [[x.sum().item() for x, _ in held_out_batches(config, 4, me)] for me in ranks]
+    held_out = [[x.sum().item() for x, _ in held_out_batches(plan, 4, me)] for me in ranks]
     assert held_out[0] == held_out[1] and held_out[2] == held_out[3]
-    assert len(held_out[0]) + len(held_out[2]) == math.ceil(held_out_size(config.data) / 4)
+    assert len(held_out[0]) + len(held_out[2]) == math.ceil(config.data.held_out_size() / 4)
 
 
 def test_fake_data_shards_across_ranks(compose_config, tmp_path):
     overrides = ["data=fake", "data.size=8", "data.num_workers=0", "batch=2"]
-    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
-    streams = [make_batches(config, 2, Rank(r, r, 2, CPU)).stream for r in (0, 1)]
+    plan = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+    streams = [make_batches(plan, 2, Rank(r, r, 2, CPU)).stream for r in (0, 1)]
     # One epoch: each rank's 2 batches of 2 are its half of the 8 images, none seen twice.
     epoch = [image for stream in streams for _ in range(2) for image in next(stream)[0]]
     assert len({image.numpy().tobytes() for image in epoch}) == 8
@@ -96,22 +98,22 @@ def test_imagefolder_reads_class_folders(compose_config, tmp_path):
         for i in range(2):
             Image.new("RGB", (40, 40), (i * 90, 10, 10)).save(tmp_path / cls / f"{i}.png")
     overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0", "batch=2"]
-    plan = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+    plan = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
     config = plan.config
-    batches = make_batches(config, 2, Rank(0, 0, 1, CPU))
+    batches = make_batches(plan, 2, Rank(0, 0, 1, CPU))
     images, labels = next(batches.stream)
     assert images.shape == (2, 3, 32, 32) and labels.shape == (2,)
     # The folder's 3 classes are the one count: the model's head and the FLOP count read it.
     assert config.data.num_classes == 3 and not plan.notes
     assert build_model(config.model, config.data.num_classes).head.out_features == 3
-    told = make_plan(compose_config([*overrides, "data.num_classes=5"]), str(tmp_path),
+    told = job_plan(compose_config([*overrides, "data.num_classes=5"]), str(tmp_path),
                      ["data.num_classes=5"], Machine(0))  # fmt: skip
     assert told.config.data.num_classes == 3
     assert any("its 3 class folders are the classes" in note for note in told.notes)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ConfigError, match=r"data.root=\S+/empty holds no class folders"):
-        make_plan(compose_config(["data=imagefolder", f"data.root={empty}"]), "x", [], Machine(0))
+        job_plan(compose_config(["data=imagefolder", f"data.root={empty}"]), "x", [], Machine(0))
 
 
 def test_too_little_data_for_one_batch_is_refused_by_the_plan(compose_config, tmp_path):
@@ -122,7 +124,7 @@ def test_too_little_data_for_one_batch_is_refused_by_the_plan(compose_config, tm
     overrides = ["data=imagefolder", f"data.root={tmp_path}", "data.num_workers=0", "batch=4"]
     with pytest.raises(ConfigError, match=r"2 data-parallel replica\(s\) 2 training samples, fewer "
                        r"than one batch of batch=4; lower batch \(at most 2\)"):  # fmt: skip
-        make_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+        job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
 
 
 def test_scaling_rules():
@@ -188,7 +190,8 @@ def test_flops_are_counted_at_every_models_smallest_input(compose_config, tmp_pa
 
     def count(size: int) -> int:
         overrides = [f"model={model}", f"data.image_size={size}"]
-        config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+        plan = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+        config = plan.config
         data = config.data
         return train_flops_per_sample(config.model, data.image_size, data.num_classes)
 
@@ -202,7 +205,7 @@ def test_flops_are_counted_at_every_models_smallest_input(compose_config, tmp_pa
 def test_gpt_counts_its_own_flops_with_the_palm_formula(compose_config, tmp_path):
     overrides = ["model=gpt", "model.kwargs.n_layer=2", "model.kwargs.d_model=64",
                  "model.seq_len=16", "model.vocab_size=100"]  # fmt: skip
-    model = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config.model
+    model = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config.model
     net = build_model(model)
     params = sum(p.numel() for p in net.parameters()) - 16 * 64
     assert train_flops_per_sample(model, 32, 10) == (6 * params + 12 * 2 * 64 * 16) * 16
@@ -210,7 +213,8 @@ def test_gpt_counts_its_own_flops_with_the_palm_formula(compose_config, tmp_path
 
 def test_a_torchvision_model_by_name_is_one_override(compose_config, tmp_path):
     overrides = ["model=torchvision", "model.arch=mobilenet_v3_small", "data.image_size=32"]
-    config = make_plan(compose_config(overrides), str(tmp_path), [], Machine(0)).config
+    plan = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+    config = plan.config
     net = build_model(config.model)
     assert config.model.name == "mobilenet_v3_small"
     assert net(torch.zeros(2, 3, 32, 32)).shape == (2, 1000)

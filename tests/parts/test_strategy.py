@@ -8,10 +8,10 @@ import torch
 import torchvision
 
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
 from linkbench.parts.models import GPT, TinyCNN
 from linkbench.parts.strategy import blocks, parallelize
-from linkbench.worker.runtime import runtime_of
+
+from ..conftest import job_plan
 
 
 def test_fsdp_shards_the_repeated_blocks_a_model_is_made_of():
@@ -45,9 +45,7 @@ def test_bytes_per_step_of_each_strategys_collectives(
     compose_config, tmp_path, one_rank_world, overrides, expected
 ):
     """In bytes per parameter: fp32 parameters are 4 bytes, 16-bit ones 2."""
-    plan = make_plan(
-        compose_config(overrides), str(tmp_path), [], Machine(0), runtime_of=runtime_of
-    )
+    plan = job_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
     config = plan.config
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Linear(16, 4))
     params = sum(p.numel() for p in model.parameters())
@@ -58,9 +56,7 @@ def test_bytes_per_step_of_each_strategys_collectives(
 def test_fsdps_compute_only_step_keeps_parameters_gathered(
     compose_config, tmp_path, one_rank_world
 ):
-    plan = make_plan(
-        compose_config(["strategy=fsdp"]), str(tmp_path), [], Machine(0), runtime_of=runtime_of
-    )
+    plan = job_plan(compose_config(["strategy=fsdp"]), str(tmp_path), [], Machine(0))
     config = plan.config
     gpt = GPT(vocab_size=32, seq_len=4, n_layer=2, n_head=2, d_model=8)
     fsdp = parallelize(plan.runtime, gpt, config, torch.device("cpu"))
@@ -79,9 +75,7 @@ def test_zero1s_compute_only_step_updates_without_broadcasting(
     broadcast after the optimizer step included; the synced step still broadcasts."""
     import torch.distributed as dist
 
-    plan = make_plan(
-        compose_config(["strategy=zero1"]), str(tmp_path), [], Machine(0), runtime_of=runtime_of
-    )
+    plan = job_plan(compose_config(["strategy=zero1"]), str(tmp_path), [], Machine(0))
     config = plan.config
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
     zero = parallelize(plan.runtime, model, config, torch.device("cpu"))

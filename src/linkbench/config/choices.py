@@ -60,14 +60,6 @@ class ModelInput(Choice):
     tokens = "tokens"
 
 
-class DataName(Choice):
-    synthetic = "synthetic"
-    digits = "digits"
-    fake = "fake"
-    imagefolder = "imagefolder"
-    cifar10 = "cifar10"
-
-
 class WarmupFrom(Choice):
     zero = "zero"
     base = "base"

@@ -5,6 +5,7 @@ to the options that suit the machine, and back to plain data for the records."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -12,10 +13,11 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from linkbench.config.checks import require
+from linkbench.config.data import FORMER_KEYS, DataConfig
 from linkbench.config.hydra_errors import sentence
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides, key_hint
@@ -71,6 +73,27 @@ def _options_of(cfg: DictConfig | Mapping[str, Any]) -> dict[str, type]:
     return chosen
 
 
+def _without_former_data_keys(
+    cfg: DictConfig | Mapping[str, Any], option: type | None
+) -> DictConfig | Mapping[str, Any]:
+    """``cfg`` without the data keys its option has none of that every data option had
+    before each had its own (:data:`~linkbench.config.data.FORMER_KEYS`): a rerun.yaml
+    written then carries them all, and for this option they did nothing."""
+    node = cfg.get("data")
+    if option is None or option is DataConfig or not isinstance(node, Mapping | DictConfig):
+        return cfg
+    own = {f.name for f in dataclasses.fields(option)}
+    former = [key for key in FORMER_KEYS if key in node and key not in own]
+    if not former:
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    data = cfg["data"]
+    with open_dict(data) if isinstance(data, DictConfig) else contextlib.nullcontext():
+        for key in former:
+            del data[key]
+    return cfg
+
+
 def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
     """The typed config; its fields check their ranges here (ConfigError on bad input).
 
@@ -78,6 +101,7 @@ def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
     is merged into the schema first (its task and strategy into their options'
     dataclasses), so its types are checked the same way."""
     chosen = _options_of(cfg)
+    cfg = _without_former_data_keys(cfg, chosen.get("data"))
     unknown = _unknown_keys(cfg, Config, chosen=chosen)
     require(
         not unknown,

@@ -15,7 +15,6 @@ from linkbench.config.checks import require, require_not_negative, require_posit
 from linkbench.config.choices import (
     AutocastDtype,
     BackendName,
-    DataName,
     Decay,
     InterconnectName,
     ModelInput,
@@ -184,41 +183,6 @@ class OptimizerConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     recommended_scaling: ScalingRule | None = None
     """The learning-rate rule that fits this optimizer; another one gets a warning."""
-
-
-@dataclass
-class DataConfig:
-    """``data/``: where the batches come from."""
-
-    name: DataName = DataName.synthetic
-    root: str | None = None
-    download: bool = False
-    image_size: int = 32
-    num_classes: int = 10
-    size: int = 10_000
-    num_workers: int = 2
-    eval_size: int = 1_000
-    """synthetic, fake: samples in the held-out set."""
-    eval_fraction: float = 0.2
-    """digits, imagefolder without val/: the share held out (a fixed, seeded split)."""
-
-    def __post_init__(self) -> None:
-        require(
-            self.image_size > 0,
-            f"data.image_size={self.image_size} must be positive (it follows model.image_size "
-            "unless set).",
-        )
-        require(
-            self.num_classes > 0,
-            f"data.num_classes={self.num_classes} must be positive (it follows "
-            "model.num_classes unless set).",
-        )
-        require_positive("data.", size=self.size, eval_size=self.eval_size)
-        require_not_negative("data.", num_workers=self.num_workers)
-        require(
-            0 < self.eval_fraction < 1,
-            f"data.eval_fraction={self.eval_fraction} must be between 0 and 1, e.g. 0.2.",
-        )
 
 
 @dataclass

@@ -95,7 +95,45 @@ def _unknown_key(error: ConfigAttributeError | ConfigKeyError) -> str:
     near = f"; did you mean {' or '.join(dotted)}?" if dotted else "."
     where = f"under {prefix}" if prefix else "in linkbench's config"
     listing = f"`python run.py --cfg {'hydra' if key.startswith('hydra.') else 'job'}` lists them"
+    if (option := _option_named(prefix, parent)) is not None and (
+        elsewhere := _not_of_option(key, prefix, option, known, near == ".")
+    ):
+        return elsewhere
     return f"{key} is not a key {where}" + (near if near != "." else f"; {listing}.")
+
+
+def _option_named(group: str, node: Any) -> str | None:
+    """The option ``node`` is, where it is the node of a group whose options have keys of
+    their own (``data``, ``task``, ``strategy``)."""
+    from linkbench.config.registry import options
+
+    if group not in options() or node is None or "name" not in node:
+        return None
+    return str(node["name"])
+
+
+def _not_of_option(
+    key: str, group: str, option: str, known: list[str], listing: bool
+) -> str | None:
+    """A key the chosen option of ``group`` lacks: the options that have it, or (with
+    ``listing``) the option's own keys; None where neither says more."""
+    import dataclasses
+
+    from linkbench.config.registry import options
+
+    name = key.rpartition(".")[2]
+    having = [
+        f"{group}={other}"
+        for other, cls in options()[group].items()
+        if other != option and name in {f.name for f in dataclasses.fields(cls)}
+    ]
+    if having:
+        verb = "has" if len(having) == 1 else "have"
+        return f"{key} is not a key of {group}={option}; {' and '.join(having)} {verb} it."
+    if not listing:
+        return None
+    own = ", ".join(k for k in known if k not in ("name", "_target_", "options"))
+    return f"{key} is not a key of {group}={option}, whose keys are {own}."
 
 
 def _bad_override(arguments: list[str]) -> str | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,12 @@ from linkbench.config.checks import require
 from linkbench.config.choices import (
     DEFAULT_STEPS,
     BackendName,
-    DataName,
     InterconnectName,
     PrecisionName,
     ScalingRule,
     WarmupFrom,
 )
 from linkbench.config.compose import follow_machine, to_config, typed_to_plain
-from linkbench.config.data_sizes import folder_classes, held_out_size, train_size
 from linkbench.config.layout import Layout, fits
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides
@@ -228,46 +225,12 @@ def _check_machine(config: Config, world_size: int) -> None:
         )
 
 
-def _check_data(config: Config, global_batch: int) -> None:
-    d = config.data
-    if d.name == DataName.fake:
-        require(
-            d.size >= global_batch,
-            f"data.size={d.size} is smaller than one global batch ({global_batch}); "
-            "raise data.size or lower batch.",
-        )
-    if d.name not in (DataName.imagefolder, DataName.cifar10):
-        return
-    require(
-        bool(d.root),
-        f"data.root is not set; data={d.name} reads from it: add data.root=/path/to/data.",
-    )
-    assert d.root is not None
-    root = Path(d.root).expanduser()
-    if d.name == DataName.cifar10 and not d.download:
-        require(
-            (root / "cifar-10-batches-py").is_dir(),
-            f"data.root={d.root} holds no cifar-10-batches-py folder; point data.root at the "
-            "folder that holds it, or add data.download=true.",
-        )
-    elif d.name == DataName.imagefolder:
-        require(
-            root.is_dir(),
-            f"data.root={d.root} is not a directory; point it at an ImageNet-style folder "
-            "(one subfolder per class).",
-        )
-    require(
-        not root.is_dir() or os.access(root, os.R_OK | os.X_OK),
-        f"data.root={d.root} cannot be read by this user; fix its permissions or copy it.",
-    )
-
-
 def _resolve_budget(config: Config, replicas: int, notes: list[str]) -> tuple[Config, int | None]:
     """The config with ``steps`` made from ``epochs`` or ``samples`` when either is set, and
     the steps of one epoch where the data has a size. An epoch is what a DistributedSampler
     dropping the last partial batch gives: each data-parallel replica's share of the data in
     whole batches."""
-    size = train_size(config.data)
+    size = config.data.train_size()
     per_epoch = (size // replicas) // config.batch if size is not None else None
     require(
         per_epoch != 0,
@@ -304,7 +267,7 @@ def _resolve_budget(config: Config, replicas: int, notes: list[str]) -> tuple[Co
 def _check_held_out(config: Config, replicas: int) -> None:
     if not config.eval.enabled:
         return
-    size = held_out_size(config.data)
+    size = config.data.held_out_size()
     require(
         size is None or size >= replicas,
         f"the held-out split of data={config.data.name} has {size} samples, fewer than the "
@@ -316,12 +279,7 @@ def _check_held_out(config: Config, replicas: int) -> None:
 def _with_class_count(config: Config, given: JobOverrides, notes: list[str]) -> Config:
     """The config with ``data.num_classes`` the data's own count (an image folder's class
     folders): the one count the model's head, the labels and the FLOP count all read."""
-    found = folder_classes(config.data)
-    require(
-        found != 0,
-        f"data.root={config.data.root} holds no class folders; point it at an ImageNet-style "
-        "folder (data.root/<class>/<image>, or data.root/train/<class>/<image>).",
-    )
+    found = config.data.classes_found()
     if found is None or found == config.data.num_classes:
         return config
     if "data.num_classes" in given.settings:
@@ -502,7 +460,7 @@ def make_plan(
     global_batch = config.batch * layout.data
     steps_per_epoch = None
     if task.trains:
-        _check_data(config, global_batch)
+        config.data.check(global_batch)
         config = _with_class_count(config, given, notes)
         config, steps_per_epoch = _resolve_budget(config, layout.data, notes)
     if config.steps is None:

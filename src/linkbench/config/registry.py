@@ -1,5 +1,5 @@
 """The schema's registration in Hydra's ConfigStore: :class:`~linkbench.config.schema.Config`
-as ``linkbench_schema``, every task and strategy under its group and name, and ``auto``
+as ``linkbench_schema``, every task, strategy and data option under its group and name, and ``auto``
 (``model=auto``, ``precision=auto``), which the plan resolves for the machine it plans for.
 The one module that knows every option: it imports the schema and the options' modules,
 none of which imports it."""
@@ -11,6 +11,7 @@ from pathlib import Path
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from linkbench.config.data import DATA
 from linkbench.config.groups import ModelConfig, PrecisionConfig
 from linkbench.config.schema import Config
 from linkbench.config.strategies import STRATEGIES
@@ -20,14 +21,15 @@ from linkbench.errors import ConfigError
 
 def options() -> dict[str, dict[str, type]]:
     """The options of the groups whose options are dataclasses of their own: group -> name
-    -> the option's dataclass (:mod:`linkbench.config.tasks`, :mod:`.strategies`)."""
-    return {"task": TASKS, "strategy": STRATEGIES}
+    -> the option's dataclass (:mod:`linkbench.config.tasks`, :mod:`.strategies`,
+    :mod:`.data`)."""
+    return {"task": TASKS, "strategy": STRATEGIES, "data": DATA}
 
 
 def register_schema() -> None:
-    """Store :class:`Config` as ``linkbench_schema`` and every task and strategy under its
-    group and name (idempotent; ``hydra/sweeper=rounds`` is stored by the sweeper's plugin,
-    which Hydra imports when it looks for plugins)."""
+    """Store :class:`Config` as ``linkbench_schema`` and every task, strategy and data option
+    under its group and name (idempotent; ``hydra/sweeper=rounds`` is stored by the
+    sweeper's plugin, which Hydra imports when it looks for plugins)."""
     store = ConfigStore.instance()
     store.store(name="linkbench_schema", node=Config)
     for group, named in options().items():

@@ -1,6 +1,6 @@
 """What the plan takes from the launching process that it cannot work out without torch or
 the workers' modules, each handed in by the launcher as a function (the config layer imports
-neither): the runtime classes its task and strategy options name (:data:`RuntimeOf`), and
+neither): the runtime classes its task, strategy and data options name (:data:`RuntimeOf`), and
 what building a training job's parts tells (:data:`PartsCheck`).
 
 The plan resolves the runtime classes once and carries them (:class:`Runtime`, as
@@ -44,10 +44,12 @@ class Runtime:
     """``task._target_``: a ``linkbench.worker.task.Task`` subclass."""
     strategy: type
     """``strategy._target_``: a ``linkbench.parts.strategy.Parallel`` subclass."""
+    data: Any
+    """``data._target_``: a ``linkbench.parts.datasets.DataSource`` subclass."""
 
 
 RuntimeOf = Callable[[Config], Runtime]
-"""Imports and checks the runtime classes a config's task and strategy name (one sentence
+"""Imports and checks the runtime classes a config's task, strategy and data name (one sentence
 naming the key when one cannot be used); the launcher hands in
 :func:`linkbench.worker.runtime.runtime_of`."""
 

@@ -33,14 +33,13 @@ from linkbench.config.choices import (
     CUDA_GRAPH_EAGER_STEPS,
     DEFAULT_UNTIMED_STEPS,
     MAX_SAMPLE_HZ,
-    DataName,
     ModelInput,
 )
+from linkbench.config.data import DataConfig
 from linkbench.config.groups import (
     BackendConfig,
     CheckpointConfig,
     CommHookConfig,
-    DataConfig,
     DDPConfig,
     DebugConfig,
     EvalConfig,
@@ -393,7 +392,7 @@ class Config:
         m, d = self.model, self.data
         if m.input == ModelInput.tokens:
             require(
-                d.name == DataName.synthetic,
+                d.on_device,
                 f"model={m.name} trains on tokens and data={d.name} holds images; "
                 "use data=synthetic.",
             )

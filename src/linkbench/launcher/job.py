@@ -58,7 +58,6 @@ from linkbench.link.nccl_bytes import predict as predict_nccl
 from linkbench.link.nccl_log import parse_files, requested_vs_used
 from linkbench.link.netns import LinkError, Network, new_spec
 from linkbench.link.transport import verify, verify_link
-from linkbench.parts.datasets import fetch
 from linkbench.stop import Stopped, stops_held
 from linkbench.worker.main import worker_main
 from linkbench.worker.runtime import runtime_of
@@ -326,7 +325,7 @@ def run_job(cfg: DictConfig) -> float:
     try:
         sweep_dir = str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None
         plan = _plan_job(cfg, job_dir, overrides, machine, sweep_dir)
-        fetch(plan.config.data)  # data.download=true: once, before any worker
+        plan.runtime.data.fetch(plan.config.data)  # once, before any worker
         plan.notes.extend(_unswept(hydra_cfg))
         record.planned(plan)
         record.fields["auto"] = _auto_choices(hydra_cfg, plan)

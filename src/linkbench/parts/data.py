@@ -18,19 +18,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, Subset, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, Subset
 
-from linkbench.config.choices import DataName, ModelInput
+from linkbench.config.choices import ModelInput
+from linkbench.config.data import LoadedData
+from linkbench.config.plan import JobPlan
 from linkbench.config.schema import Config
-from linkbench.parts import datasets
+from linkbench.parts.datasets import DataSource
 from linkbench.parts.rank import Rank
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 RANK_SEED_STRIDE = 1000  # ranks per job seed that get distinct synthetic data
-HELD_OUT_SEED = 2**31 - 1  # synthetic held-out data: a seed no job's training data uses
 
 
 @dataclass
@@ -77,13 +77,14 @@ def _synthetic(config: Config, batch: int, device: torch.device, seed: int) -> B
     return Batches(forever())
 
 
-def _loader(config: Config, batch: int, me: Rank) -> Batches:
+def _loader(source: type[DataSource], config: Config, batch: int, me: Rank) -> Batches:
     data, device, replicas = config.data, me.device, me.dp_size
-    dataset = datasets.dataset(data, config.model.in_channels, me.local_rank)
+    dataset = source.dataset(config, me.local_rank)
     sampler = ResumableSampler(
         dataset, replicas, me.dp_rank, shuffle=True, seed=config.seed, drop_last=True
     )
-    workers = data.num_workers
+    # an option from outside the package says none: load in the rank's own process
+    workers = data.num_workers if isinstance(data, LoadedData) else 0
     loader = DataLoader(
         dataset,
         batch_size=batch,
@@ -121,14 +122,15 @@ def _loader(config: Config, batch: int, me: Rank) -> Batches:
     return Batches(forever(), position, epoch)
 
 
-def make_batches(config: Config, batch: int, me: Rank) -> Batches:
+def make_batches(plan: JobPlan, batch: int, me: Rank) -> Batches:
     """The batches rank ``me`` trains on: its data-parallel replica's (synthetic data differs
     between replicas by seed; the ranks of one replica take the same batches). The
     stream starts at its ``position`` when its first batch is taken, so a checkpoint's
     position put there before continues the stream where the checkpoint left it."""
-    if config.data.name == DataName.synthetic:
+    config = plan.config
+    if config.data.on_device:
         return _synthetic(config, batch, me.device, seed=rank_seed(config.seed, me.dp_rank))
-    return _loader(config, batch, me)
+    return _loader(plan.runtime.data, config, batch, me)
 
 
 def rank_seed(seed: int, rank: int) -> int:
@@ -137,27 +139,11 @@ def rank_seed(seed: int, rank: int) -> int:
     return seed * RANK_SEED_STRIDE + rank
 
 
-def _synthetic_held_out(config: Config, device: torch.device) -> TensorDataset:
-    """A fixed held-out set of the synthetic kind: ``data.eval_size`` random samples."""
-    model, data = config.model, config.data
-    generator = torch.Generator(device="cpu").manual_seed(HELD_OUT_SEED)
-    n = data.eval_size
-    if model.input == ModelInput.tokens:
-        tokens = torch.randint(model.vocab_size, (n, model.seq_len + 1), generator=generator)
-        return TensorDataset(tokens[:, :-1], tokens[:, 1:])
-    shape = (n, model.in_channels, data.image_size, data.image_size)
-    images = torch.randn(*shape, generator=generator)
-    return TensorDataset(images, torch.randint(data.num_classes, (n,), generator=generator))
-
-
-def held_out_batches(config: Config, batch: int, me: Rank) -> Iterator[Batch]:
+def held_out_batches(plan: JobPlan, batch: int, me: Rank) -> Iterator[Batch]:
     """This rank's share of the held-out split, every sample once over the data-parallel
     replicas (replica r takes samples r, r + replicas, ...: no padding duplicates), on the
     rank's device."""
-    if config.data.name == DataName.synthetic:
-        held_out: Any = _synthetic_held_out(config, me.device)
-    else:
-        held_out = datasets.dataset(config.data, config.model.in_channels, me.local_rank, True)
+    held_out = plan.runtime.data.dataset(plan.config, me.local_rank, held_out=True)
     mine = Subset(held_out, list(range(me.dp_rank, len(held_out), me.dp_size)))
     loader = DataLoader(mine, batch_size=batch, num_workers=0, pin_memory=me.device.type == "cuda")
     for inputs, targets in loader:

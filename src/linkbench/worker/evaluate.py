@@ -34,7 +34,7 @@ def evaluate(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, float]:
     totals = torch.zeros(3, dtype=torch.float64, device=me.device)  # loss sum, correct, count
     try:
         with torch.no_grad(), precision.autocast(plan.config.precision, me.device):
-            for inputs, targets in held_out_batches(cfg, cfg.eval.batch or cfg.batch, me):
+            for inputs, targets in held_out_batches(plan, cfg.eval.batch or cfg.batch, me):
                 outputs = module(inputs)
                 labels = targets.reshape(-1)
                 # The training loss's mean over the batch's samples, weighted by their count.

@@ -101,7 +101,7 @@ def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | N
     torch.manual_seed(cfg.seed)
     precision.configure_tf32(plan.precision == PrecisionName.tf32)
     torch.backends.cudnn.benchmark = plan.cudnn_benchmark
-    batches = make_batches(cfg, cfg.batch, me)
+    batches = make_batches(plan, cfg.batch, me)
     model = build_model(cfg.model, cfg.data.num_classes).to(device)
     model = materialize(model, cfg.model, cfg.data.image_size)
     if cfg.model.channels_last and device.type == "cuda":
