@@ -69,7 +69,7 @@ def presets() -> dict[str, list[tuple[str, list[Variant]]]]:
                     Variant("linkbench compile", overrides=[*r256_ours, "compile=true"]),
                     Variant(
                         "linkbench compile, one DDP bucket",
-                        overrides=[*r256_ours, "compile=true", "ddp.bucket_cap_mb=1000"],
+                        overrides=[*r256_ours, "compile=true", "strategy.bucket_cap_mb=1000"],
                     ),
                 ],
             ),

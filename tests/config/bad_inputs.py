@@ -124,6 +124,8 @@ CASES: list[Case] = [
     _c("data=imagefolder and data=cifar10 have it", "data.root=/data"),
     _c("task=allreduce has it", "task.ops=[all_reduce]"),
     _c("data.root is not a key of data=fake", "data=fake", "data.root=/data"),
+    _c("strategy=ddp and strategy=zero1 have it", "strategy=fsdp", "strategy.bucket_cap_mb=50"),
+    _c("strategy=fsdp does not use", "strategy=fsdp", "ddp.bucket_cap_mb=50"),
     _c("model.weight_decay=-1", "model.weight_decay=-1"),
     _c("scaling.reference_batch=0", "scaling.reference_batch=0"),
     _c("ddp.bucket_cap_mb=0", "ddp.bucket_cap_mb=0"),

@@ -74,7 +74,7 @@ SCHEMA = _leaves(OmegaConf.to_container(OmegaConf.structured(Config))) + [
 SCHEMA = list(dict(SCHEMA).items())  # each key once
 NUMERIC = [k for k, v in SCHEMA if isinstance(v, (int, float)) and not isinstance(v, bool)]
 NUMERIC += ["devices", "task.max_bytes", "debug.crash_at_step", "base_lr", "untimed_steps"]
-NUMERIC += ["interconnect.rate_gbit_s"]
+NUMERIC += ["interconnect.rate_gbit_s", "ddp.bucket_cap_mb"]  # null unless set
 TYPED = [
     k
     for k, v in SCHEMA

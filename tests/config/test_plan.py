@@ -374,3 +374,30 @@ def test_a_rerun_yaml_from_before_each_data_option_had_its_own_keys_still_plans(
     old["data"]["colour"] = "red"
     with pytest.raises(ConfigError, match=r"^data\.colour is not a key of linkbench's config"):
         make_plan(old, str(tmp_path), [], CPU)
+
+
+def test_ddps_settings_are_the_ddp_strategys_and_the_old_keys_are_moved_with_a_note(
+    compose_config, tmp_path
+):
+    """DDP's settings belong to strategy=ddp (and zero1): strategy=fsdp has no
+    strategy.bucket_cap_mb to write. The old ddp.* keys still work where the strategy has
+    them, with a note, and are refused where it has none."""
+    plan = make_plan(compose_config(["strategy.bucket_cap_mb=50"]), str(tmp_path), [], CPU)
+    assert plan.config.strategy.bucket_cap_mb == 50 and not plan.notes
+    old = make_plan(
+        compose_config(["strategy=zero1", "ddp.bucket_cap_mb=50", "ddp.static_graph=true"]),
+        str(tmp_path),
+        [],
+        CPU,
+    )
+    assert (old.config.strategy.bucket_cap_mb, old.config.strategy.static_graph) == (50, True)
+    assert old.config.ddp.given() == {}  # moved, not applied twice
+    assert (
+        "ddp.bucket_cap_mb, ddp.static_graph is the old place of strategy=zero1's settings; "
+        "write strategy.bucket_cap_mb=50.0 strategy.static_graph=true."
+    ) in old.notes
+    again = make_plan(old.resolved_config(), str(tmp_path), [], CPU)  # its rerun.yaml
+    assert again.config.strategy == old.config.strategy and not again.notes
+    refusal = r"^ddp\.bucket_cap_mb=50\.0 sets DistributedDataParallel, which strategy=fsdp"
+    with pytest.raises(ConfigError, match=refusal):
+        make_plan(compose_config(["strategy=fsdp", "ddp.bucket_cap_mb=50"]), "x", [], CPU)

@@ -20,7 +20,9 @@ HOOKS = sorted(p.stem for p in (CONF / "comm_hook").glob("*.yaml"))
 def test_every_comm_hook_trains_a_step(compose_config, tmp_path, one_rank_world, hook, nvtx):
     config = make_plan(compose_config([f"comm_hook={hook}"]), str(tmp_path), [], Machine(0)).config
     torch.manual_seed(0)
-    model = wrap(torch.nn.Linear(8, 2), config.ddp, config.comm_hook, torch.device("cpu"), nvtx)
+    model = wrap(
+        torch.nn.Linear(8, 2), config.strategy, config.comm_hook, torch.device("cpu"), nvtx
+    )
     before = model.module.weight.detach().clone()
     wire = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(hook)
     for _ in range(3):  # powersgd compresses from its second step on

@@ -6,6 +6,7 @@ base in :mod:`linkbench.config.schema` and one dataclass per option
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,15 +188,22 @@ class OptimizerConfig:
 
 @dataclass
 class DDPConfig:
-    """``ddp/``: DistributedDataParallel's knobs."""
+    """``ddp/``: the old place of DistributedDataParallel's settings, now the ``ddp`` and
+    ``zero1`` strategies' own (``strategy.bucket_cap_mb``, ...). A value set here is moved
+    there by the plan, with a note; null: not set."""
 
-    bucket_cap_mb: float = 25.0
-    gradient_as_bucket_view: bool = False
-    static_graph: bool = False
-    find_unused_parameters: bool = False
+    bucket_cap_mb: float | None = None
+    gradient_as_bucket_view: bool | None = None
+    static_graph: bool | None = None
+    find_unused_parameters: bool | None = None
 
     def __post_init__(self) -> None:
-        require_positive("ddp.", bucket_cap_mb=self.bucket_cap_mb)
+        if self.bucket_cap_mb is not None:
+            require_positive("ddp.", bucket_cap_mb=self.bucket_cap_mb)
+
+    def given(self) -> dict[str, Any]:
+        """The settings given here: key -> value."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 @dataclass

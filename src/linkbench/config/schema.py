@@ -440,11 +440,6 @@ class Config:
             "changes between steps; use comm_hook=none, fp16 or bf16.",
         )
         require(
-            not self.ddp.find_unused_parameters,
-            "cuda_graphs=true needs the same graph every step; set "
-            "ddp.find_unused_parameters=false.",
-        )
-        require(
             self.untimed_steps > CUDA_GRAPH_EAGER_STEPS,
             f"untimed_steps={self.untimed_steps} would time the {CUDA_GRAPH_EAGER_STEPS} eager "
             "steps and the capture that cuda_graphs=true runs first; set "

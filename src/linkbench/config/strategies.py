@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from linkbench.config.checks import require
+from linkbench.config.checks import require, require_positive
 from linkbench.config.choices import TensorDtype
 from linkbench.config.schema import Config, StrategyConfig
 
@@ -21,14 +21,30 @@ from linkbench.config.schema import Config, StrategyConfig
 @dataclass
 class DDPStrategy(StrategyConfig):
     """``strategy=ddp``: DistributedDataParallel, the whole model on every rank, gradients
-    all-reduced per bucket (the ``ddp`` and ``comm_hook`` groups set its knobs)."""
+    all-reduced per bucket (the ``comm_hook`` group sets its communication hook)."""
 
     name: str = "ddp"
     _target_: str = "linkbench.parts.strategy.DataParallel"
+    bucket_cap_mb: float = 25.0
+    """DDP's gradient bucket size (its default)."""
+    gradient_as_bucket_view: bool = False
+    static_graph: bool = False
+    find_unused_parameters: bool = False
 
     captures_cuda_graphs = True
     scales_gradients = True
     hooks_buckets = True
+
+    def __post_init__(self) -> None:
+        require_positive("strategy.", bucket_cap_mb=self.bucket_cap_mb)
+
+    def check(self, config: Config) -> None:
+        super().check(config)
+        require(
+            not (config.cuda_graphs and self.find_unused_parameters),
+            "cuda_graphs=true needs the same graph every step; set "
+            "strategy.find_unused_parameters=false.",
+        )
 
 
 @dataclass

@@ -11,6 +11,7 @@ metric, so no job's choice of columns hides another's (tensorflow/tensorboard is
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -48,16 +49,21 @@ HPARAM_FIELDS = (
 )  # fmt: skip
 
 
+# DDP's settings every ddp or zero1 job logs (a strategy without them logs none).
+DDP_HPARAMS = ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")
+
+
 def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
     """The keys the job's overrides set, then the fixed set every job logs."""
     c = plan.config
     values = {key: result.get(key) for key in HPARAM_FIELDS}
+    values["comm_hook"] = c.comm_hook.name
+    own = {f.name: getattr(c.strategy, f.name) for f in dataclasses.fields(c.strategy)}
     values.update(
         {
-            "ddp.bucket_cap_mb": float(c.ddp.bucket_cap_mb),
-            "comm_hook": c.comm_hook.name,
-            "ddp.static_graph": c.ddp.static_graph,
-            "ddp.gradient_as_bucket_view": c.ddp.gradient_as_bucket_view,
+            f"strategy.{key}": float(value) if key == "bucket_cap_mb" else value
+            for key, value in own.items()
+            if key in DDP_HPARAMS
         }
     )
     if c.interconnect.name == "emulated":

@@ -18,13 +18,14 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from linkbench.config.groups import CommHookConfig, DDPConfig
+from linkbench.config.groups import CommHookConfig
+from linkbench.config.strategies import DDPStrategy
 from linkbench.parts.delay import CommDelay
 
 
 def wrap(
     model: nn.Module,
-    ddp: DDPConfig,
+    ddp: DDPStrategy,
     comm_hook: CommHookConfig,
     device: torch.device,
     nvtx: bool = False,

@@ -36,7 +36,7 @@ from torch import nn
 from linkbench.config.checks import require
 from linkbench.config.runtime import Runtime
 from linkbench.config.schema import Config, StrategyConfig
-from linkbench.config.strategies import FSDPStrategy
+from linkbench.config.strategies import DDPStrategy, FSDPStrategy
 from linkbench.config.targets import import_class
 from linkbench.link.crossing import Call
 from linkbench.parts import ddp
@@ -165,8 +165,9 @@ class DataParallel(Parallel):
     def __init__(self, model: nn.Module, config: Config, device: torch.device) -> None:
         delay_ms = config.debug.comm_delay_ms
         self.comm_delay = CommDelay(delay_ms, device) if delay_ms > 0 else None
+        assert isinstance(config.strategy, DDPStrategy)  # ddp, zero1
         self.ddp = ddp.wrap(
-            model, config.ddp, config.comm_hook, device, config.nvtx, self.comm_delay
+            model, config.strategy, config.comm_hook, device, config.nvtx, self.comm_delay
         )
         self.module, self.model = model, self.ddp
         # DDP samples its comm/compute timings on the host; a captured step never runs that
@@ -196,7 +197,9 @@ class DataParallel(Parallel):
 
     def message_bytes(self, config: Config, op: str) -> float:
         if op == "all_reduce":  # DDP's buckets (its first is smaller; not modelled)
-            return config.ddp.bucket_cap_mb * 2**20 * (config.comm_hook.wire_factor or 1.0)
+            assert isinstance(config.strategy, DDPStrategy)
+            bucket_mb = config.strategy.bucket_cap_mb
+            return bucket_mb * 2**20 * (config.comm_hook.wire_factor or 1.0)
         return self.comm_bytes(config)[op] / dist.get_world_size()  # each rank's shard
 
     def comm_bytes(self, config: Config) -> dict[str, float]:
