@@ -84,6 +84,27 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
         return None
 
 
+RESULT_SCHEMA_VERSION = 1
+"""The layout of result.json this linkbench writes (its ``schema_version``). A file without
+one was written before layouts were numbered, in layout 1, and is read as one. A reader
+refuses a layout it does not know (:func:`result_version_problem`) rather than misread it;
+a new layout that renames or reshapes a field raises this number, and its readers read the
+older ones or refuse them in one sentence."""
+
+
+def result_version_problem(result: dict[str, Any], path: str | os.PathLike) -> str | None:
+    """Why this linkbench cannot read the result.json at ``path`` (one sentence naming the
+    fix), or None when it can."""
+    version = result.get("schema_version", 1)
+    if isinstance(version, int) and 1 <= version <= RESULT_SCHEMA_VERSION:
+        return None
+    return (
+        f"{path} has result layout {version!r}, and this linkbench reads layouts 1 to "
+        f"{RESULT_SCHEMA_VERSION}: read it with the linkbench that wrote it (its manifest.json "
+        "names the commit), or upgrade this one."
+    )
+
+
 def trace_path(job_dir: str | os.PathLike, rank: int) -> Path:
     """Where rank ``rank`` of a job writes its trace (one of :data:`TRACE_FILES`)."""
     return Path(job_dir) / TRACE_DIR / f"rank{rank}.json.gz"

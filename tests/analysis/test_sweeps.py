@@ -168,6 +168,27 @@ def test_report_command_refuses_a_directory_without_jobs(tmp_path):
     assert done.returncode == 2 and "holds no job" in done.stderr
 
 
+def test_a_result_json_of_a_layout_this_linkbench_does_not_know_is_refused(tmp_path, default_job):
+    """result.json says its layout (schema_version, 1 now); one without says nothing and is
+    read as layout 1 (written before layouts were numbered); one of a later layout is
+    refused in one sentence naming the file, not misread."""
+    assert json.loads((default_job.path / RESULT_FILE).read_text())["schema_version"] == 1
+    sweep = tmp_path / "sweep"
+    for r in range(2):
+        for arm, speed in (("nvlink", 1.5), ("pcie", 1.0)):
+            fake_job(sweep, [f"interconnect={arm}"], [100 * speed * (1 + r / 100)], round_=r)
+    done = _report(sweep)  # none of them says its layout
+    assert done.returncode == 0, done.stderr
+    later = sweep / "interconnect=pcie,round=1" / RESULT_FILE
+    later.write_text(json.dumps({**json.loads(later.read_text()), "schema_version": 2}))
+    done = _report(sweep)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"{later} has result layout 2, and this linkbench reads layouts 1 to 1: read it with "
+        "the linkbench that wrote it (its manifest.json names the commit), or upgrade this one."
+    )
+
+
 def _adaptive_sweep(sweep: Path) -> None:
     """An adaptive sweep along the interconnect at two batches, 4 rounds, as its files are."""
     rng = random.Random(3)

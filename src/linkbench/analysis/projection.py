@@ -34,7 +34,7 @@ from typing import Any
 
 from linkbench.analysis import cluster
 from linkbench.analysis.measured_link import MeasuredLink, messages_of
-from linkbench.files import RESULT_FILE, read_json
+from linkbench.files import RESULT_FILE, read_json, result_version_problem
 
 
 @dataclass(frozen=True)
@@ -242,6 +242,8 @@ def _result(job: Path) -> dict[str, Any]:
         raise cluster.ClusterError(
             f"{job / RESULT_FILE} is missing or not JSON: pass a finished job's directory"
         )
+    if (problem := result_version_problem(found, job / RESULT_FILE)) is not None:
+        raise cluster.ClusterError(problem.rstrip("."))
     return found
 
 

@@ -38,6 +38,7 @@ from linkbench.analysis.stats import (
 )
 from linkbench.analysis.sweep import (
     Configuration,
+    UnknownLayout,
     group,
     job_settings,
     load_sweep,
@@ -427,6 +428,15 @@ def main(argv: list[str] | None = None) -> int:
         help="where a re-analysis goes (default: SWEEP_DIR/reanalysis-AXIS)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    try:
+        return _run(args, parser)
+    except UnknownLayout as error:
+        print(error, file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """The report the command line asks for: its exit status."""
     if len(args.sweeps) > 2:
         parser.error("give one sweep directory, or two to compare")
     for sweep in args.sweeps:

@@ -14,7 +14,7 @@ from typing import Any
 
 from linkbench.analysis.outliers import FALSE_FLAGS, flagged
 from linkbench.analysis.stats import Mean, mean_interval
-from linkbench.files import RESULT_FILE, headline, read_json
+from linkbench.files import RESULT_FILE, headline, read_json, result_version_problem
 from linkbench.metrics import is_geometric, register
 
 # Keys whose values make runs of one configuration, not configurations of their own.
@@ -126,15 +126,23 @@ class Configuration:
         return done[0].get(key)
 
 
+class UnknownLayout(ValueError):
+    """A job's result.json is of a layout this linkbench cannot read; the message says which
+    and what to do."""
+
+
 def read_sweep(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every readable job's result.json under the sweep directory, in path order, and the
     names of the jobs whose result.json cannot be read (cut short, or not a JSON object),
     which the summary names; a task's own metrics (``metric_table``) join this process's
-    table before anything is averaged."""
+    table before anything is averaged. A result.json of a layout this linkbench does not
+    know is refused (:class:`UnknownLayout`, one sentence), not misread."""
     results, unreadable = [], []
     for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}")):
         result = read_json(path)
         if isinstance(result, dict):
+            if (problem := result_version_problem(result, path)) is not None:
+                raise UnknownLayout(problem)
             register(result.get("metric_table", ()))
             result["job"] = path.parent.name
             results.append(result)

@@ -43,6 +43,7 @@ from linkbench.files import (
     rank_log,
     read_json,
     replace_atomically,
+    result_version_problem,
     write_json,
 )
 from linkbench.launcher import stopping
@@ -293,6 +294,8 @@ def _auto_choices(hydra_cfg: Any, plan: JobPlan) -> dict[str, str]:
 
 def _completed_result(job_dir: Path) -> dict[str, Any] | None:
     previous = read_json(job_dir / RESULT_FILE)
+    if previous and (problem := result_version_problem(previous, job_dir / RESULT_FILE)):
+        raise ConfigError(problem)
     return previous if previous and previous.get("status") == "completed" else None
 
 

@@ -32,6 +32,7 @@ from linkbench.files import (
     MANIFEST_FILE,
     METRICS_FILE,
     RESULT_FILE,
+    RESULT_SCHEMA_VERSION,
     read_json,
     write_json,
 )
@@ -133,6 +134,7 @@ class JobRecord:
         self.runs: list[dict[str, Any]] = []
         self.transports: list[dict[str, Any]] = []
         self.fields: dict[str, Any] = {
+            "schema_version": RESULT_SCHEMA_VERSION,
             "status": "failed",
             "overrides": list(overrides.texts),
             "settings": overrides.settings,
