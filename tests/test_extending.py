@@ -56,17 +56,24 @@ class PerParameter(Parallel):
 '''
 
 
-def _outside_strategy(tmp_path):
-    package = tmp_path / "lab" / "my_strategies"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "per_parameter.py").write_text(PER_PARAMETER)
-    conf = tmp_path / "conf" / "strategy"
+def _outside(tmp_path, package: str, group: str, name: str, source: str, yaml: str):
+    """An option of ``group`` from outside the package: its runtime class in the module
+    ``<package>.<name>`` (``source``) under ``lab/``, and its YAML file in
+    ``conf/<group>/<name>.yaml``; returns the --config-dir and an environment that finds the
+    module."""
+    folder = tmp_path / "lab" / package
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    (folder / f"{name}.py").write_text(source)
+    conf = tmp_path / "conf" / group
     conf.mkdir(parents=True)
-    (conf / "per_parameter.yaml").write_text(
-        "name: per_parameter\n_target_: my_strategies.per_parameter.PerParameter\n"
-    )
+    (conf / f"{name}.yaml").write_text(yaml)
     return tmp_path / "conf", clean_env(python_path=tmp_path / "lab")
+
+
+def _outside_strategy(tmp_path):
+    yaml = "name: per_parameter\n_target_: my_strategies.per_parameter.PerParameter\n"
+    return _outside(tmp_path, "my_strategies", "strategy", "per_parameter", PER_PARAMETER, yaml)
 
 
 def test_a_strategy_from_outside_the_package_trains_like_ddp(tmp_path):
@@ -154,17 +161,11 @@ class Barrier(Task):
 
 
 def _outside_task(tmp_path):
-    package = tmp_path / "lab" / "my_tasks"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "barrier.py").write_text(BARRIER)
-    conf = tmp_path / "conf" / "task"
-    conf.mkdir(parents=True)
-    (conf / "barrier.yaml").write_text(
+    yaml = (
         "name: barrier\n_target_: my_tasks.barrier.Barrier\n"
         "options: {extra_us: 0, warmup_iters: 5, iters: 50}\n"
     )
-    return tmp_path / "conf", clean_env(python_path=tmp_path / "lab")
+    return _outside(tmp_path, "my_tasks", "task", "barrier", BARRIER, yaml)
 
 
 @pytest.mark.slow
@@ -280,16 +281,10 @@ class Stripes(DataSource):
 
 
 def _outside_data(tmp_path):
-    package = tmp_path / "lab" / "my_data"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "stripes.py").write_text(STRIPES)
-    conf = tmp_path / "conf" / "data"
-    conf.mkdir(parents=True)
-    (conf / "stripes.yaml").write_text(
+    yaml = (
         "name: stripes\n_target_: my_data.stripes.Stripes\nnum_classes: 4\noptions: {period: 2}\n"
     )
-    return tmp_path / "conf", clean_env(python_path=tmp_path / "lab")
+    return _outside(tmp_path, "my_data", "data", "stripes", STRIPES, yaml)
 
 
 def test_a_new_data_option_with_a_setting_of_its_own_is_one_dataclass(

@@ -14,23 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from linkbench.config.schema import Config
-
-if TYPE_CHECKING:
-    from linkbench.config.plan import JobPlan
 
 
 class TaskRuntime(Protocol):
     """What the launcher and the workers call on a task's runtime class (a
-    ``linkbench.worker.task.Task`` subclass; its methods are class methods)."""
+    ``linkbench.worker.task.Task`` subclass; its methods are class methods). ``plan`` is the
+    job's :class:`~linkbench.config.plan.JobPlan`, which carries this class: naming its type
+    here would tie the two modules in a circle."""
 
     @classmethod
-    def run(cls, plan: JobPlan, me: Any, board: Any) -> dict[str, Any]: ...
+    def run(cls, plan: Any, me: Any, board: Any) -> dict[str, Any]: ...
 
     @classmethod
-    def finish(cls, fields: dict[str, Any], plan: JobPlan, hardware: dict[str, Any]) -> None: ...
+    def finish(cls, fields: dict[str, Any], plan: Any, hardware: dict[str, Any]) -> None: ...
 
     @classmethod
     def report(cls, result: dict[str, Any]) -> None: ...
