@@ -18,6 +18,9 @@ LOOKUPS: dict[str, set[str]] = {
     "import_class": {
         "linkbench/config/schema.py:StrategyConfig.spec",
         "linkbench/config/schema.py:TaskConfig.spec",
+        "linkbench/config/targets.py:subclass_named",
+    },
+    "subclass_named": {
         "linkbench/worker/task.py:task_class",
         "linkbench/parts/strategy.py:strategy_class",
         "linkbench/parts/datasets.py:data_class",

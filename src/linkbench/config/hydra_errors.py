@@ -13,6 +13,7 @@ are left to Hydra as they are.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -117,8 +118,6 @@ def _not_of_option(
 ) -> str | None:
     """A key the chosen option of ``group`` lacks: the options that have it, or (with
     ``listing``) the option's own keys; None where neither says more."""
-    import dataclasses
-
     from linkbench.config.registry import options
 
     name = key.rpartition(".")[2]

@@ -73,7 +73,7 @@ class JobPlan:
     whether it trains): its option, or an outside task's runtime class (:meth:`TaskConfig.spec
     <linkbench.config.schema.TaskConfig.spec>`, resolved once)."""
     resolved_runtime: Runtime | None = None
-    """The runtime classes of the task and the strategy (make_plan's ``runtime_of``; None
+    """The runtime classes of the task, the strategy and the data (make_plan's ``runtime_of``; None
     for a plan made without one, which nothing can run: :attr:`runtime`)."""
     repeat: int = 0
     """Which of the job's ``repeats`` this plan runs (0-based)."""
@@ -450,8 +450,8 @@ def make_plan(
     included) into the finished plan of the job in ``job_dir``: with ``parts_check``, its
     parts built and its FLOPs counted; in a sweep (``sweep_dir``), its compile cache the
     sweep's; with ``resume=true``, the step its checkpoint continues from (a damaged one set
-    aside, by one process of the job); with ``runtime_of``, the runtime classes of its task
-    and strategy, which the plan carries to every process. Raises ConfigError on bad input."""
+    aside, by one process of the job); with ``runtime_of``, the runtime classes of its task,
+    strategy and data, which the plan carries to every process. Raises ConfigError on bad input."""
     machine = machine or Machine.current()
     given = JobOverrides.of(overrides)
     if isinstance(cfg, DictConfig):

@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import hydra.utils
 
 from linkbench.config.checks import require
 from linkbench.errors import ConfigError
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -43,4 +45,13 @@ def import_class(key: str, target: str, base: str, has: str) -> Any:
         isinstance(cls, type) and hasattr(cls, has),
         f"{key}={target} is not a {base} subclass; name one (see docs/extending.md).",
     )
+    return cls
+
+
+def subclass_named(key: str, target: str, base: type[T], has: str) -> type[T]:
+    """The subclass of ``base`` that ``key`` names (:func:`import_class`, then checked to be
+    one): for a process that may import ``base`` itself."""
+    name = f"{base.__module__}.{base.__qualname__}"
+    cls = import_class(key, target, name, has)
+    require(issubclass(cls, base), f"{key}={target} is not a {name} subclass; name one.")
     return cls

@@ -11,7 +11,6 @@ metric, so no job's choice of columns hides another's (tensorflow/tensorboard is
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -58,14 +57,10 @@ def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
     c = plan.config
     values = {key: result.get(key) for key in HPARAM_FIELDS}
     values["comm_hook"] = c.comm_hook.name
-    own = {f.name: getattr(c.strategy, f.name) for f in dataclasses.fields(c.strategy)}
-    values.update(
-        {
-            f"strategy.{key}": float(value) if key == "bucket_cap_mb" else value
-            for key, value in own.items()
-            if key in DDP_HPARAMS
-        }
-    )
+    for key in DDP_HPARAMS:
+        if hasattr(c.strategy, key):
+            value = getattr(c.strategy, key)
+            values[f"strategy.{key}"] = float(value) if key == "bucket_cap_mb" else value
     if c.interconnect.name == "emulated":
         arm = c.interconnect
         values.update(

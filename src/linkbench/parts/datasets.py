@@ -22,7 +22,6 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.utils.data import Dataset, Subset, TensorDataset
 
-from linkbench.config.checks import require
 from linkbench.config.choices import ModelInput
 from linkbench.config.data import (
     SPLIT_SEED,
@@ -35,7 +34,7 @@ from linkbench.config.data import (
     digits_arrays,
 )
 from linkbench.config.schema import Config
-from linkbench.config.targets import import_class
+from linkbench.config.targets import subclass_named
 from linkbench.errors import ConfigError
 
 CIFAR10_HOME = "https://www.cs.toronto.edu/~kriz/cifar.html"
@@ -194,10 +193,4 @@ class Cifar10(DataSource):
 
 def data_class(data: DataConfig) -> type[DataSource]:
     """The :class:`DataSource` subclass ``data._target_`` names."""
-    target = data._target_
-    cls = import_class("data._target_", target, "linkbench.parts.datasets.DataSource", "dataset")
-    require(
-        issubclass(cls, DataSource),
-        f"data._target_={target} is not a linkbench.parts.datasets.DataSource subclass; name one.",
-    )
-    return cls
+    return subclass_named("data._target_", data._target_, DataSource, has="dataset")

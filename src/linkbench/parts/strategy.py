@@ -33,11 +33,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from linkbench.config.checks import require
 from linkbench.config.runtime import Runtime
 from linkbench.config.schema import Config, StrategyConfig
 from linkbench.config.strategies import DDPStrategy, FSDPStrategy
-from linkbench.config.targets import import_class
+from linkbench.config.targets import subclass_named
 from linkbench.link.crossing import Call
 from linkbench.parts import ddp
 from linkbench.parts.delay import CommDelay
@@ -412,15 +411,7 @@ def data_mesh(device_type: str, world: int, replicas: int = 1) -> Any:
 
 def strategy_class(strategy: StrategyConfig) -> type[Parallel]:
     """The :class:`Parallel` subclass ``strategy._target_`` names."""
-    target = strategy._target_
-    base = "linkbench.parts.strategy.Parallel"
-    cls = import_class("strategy._target_", target, base, has="comm_bytes")
-    require(
-        issubclass(cls, Parallel),
-        f"strategy._target_={target} is not a linkbench.parts.strategy.Parallel subclass; "
-        "name one.",
-    )
-    return cls
+    return subclass_named("strategy._target_", strategy._target_, Parallel, has="comm_bytes")
 
 
 def parallelize(

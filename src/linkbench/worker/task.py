@@ -20,9 +20,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from linkbench.config.checks import require
 from linkbench.config.schema import Config, note_untrained
-from linkbench.config.targets import import_class
+from linkbench.config.targets import subclass_named
 from linkbench.files import RESULT_FILE
 from linkbench.metrics import Metric, register
 
@@ -72,10 +71,6 @@ class Task:
 def task_class(target: str) -> type[Task]:
     """The runtime :class:`Task` subclass ``task._target_`` names, its own metrics added to
     this process's table."""
-    cls = import_class("task._target_", target, "linkbench.worker.task.Task", has="run")
-    require(
-        issubclass(cls, Task),
-        f"task._target_={target} is not a linkbench.worker.task.Task subclass; name one.",
-    )
+    cls = subclass_named("task._target_", target, Task, has="run")
     register(cls.metrics)
     return cls
