@@ -52,12 +52,12 @@ def compose_config() -> Iterator:
 
 
 def job_plan(*args, **kwargs):
-    """make_plan as the launcher calls it: with the runtime classes of the job's task,
-    strategy and data resolved (``plan.runtime``), so the plan can be run."""
-    from linkbench.config.plan import make_plan
+    """A job's plan as the launcher makes it (plan_job): with the runtime classes of the
+    job's task, strategy and data resolved (``plan.runtime``), so the plan can be run."""
+    from linkbench.launcher.planning import plan_job
     from linkbench.worker.runtime import runtime_of
 
-    return make_plan(*args, **kwargs, runtime_of=runtime_of)
+    return plan_job(*args, **kwargs, runtime_of=runtime_of)
 
 
 def load_result(job_dir: Path) -> dict:

@@ -13,7 +13,8 @@ from .conftest import REPO
 SOURCES = sorted((REPO / "src").rglob("*.py"))
 
 # The calls that find a task's, strategy's or data option's class or spec from its name (its
-# _target_), and the only functions that may make them: make_plan, and what it calls.
+# _target_), and the only functions that may make them: make_plan, what it calls, and the
+# launcher's gathering of the facts it plans from (whether the task trains: its data surveyed).
 LOOKUPS: dict[str, set[str]] = {
     "import_class": {
         "linkbench/config/schema.py:StrategyConfig.spec",
@@ -31,6 +32,7 @@ LOOKUPS: dict[str, set[str]] = {
     "spec": {
         "linkbench/config/plan.py:make_plan",
         "linkbench/config/schema.py:StrategyConfig.check",
+        "linkbench/launcher/planning.py:gather_facts",
     },
     "runtime_of": {"linkbench/config/plan.py:make_plan"},
 }

@@ -13,7 +13,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from linkbench.config.hydra_errors import sentence
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
+from linkbench.launcher.planning import plan_job
 from linkbench.link.netns import emulation_problem
 
 from .conftest import REPO
@@ -80,10 +80,10 @@ def test_every_quoted_run_command_plans(compose_config, tmp_path, page, command,
         pytest.skip(problem)  # the page's command needs the rights to make namespaces
     if shown is not None:  # a refusal the page shows with its message
         with pytest.raises(Exception) as error:  # the plan's, or Hydra's own (as run.py says it)
-            make_plan(compose_config(overrides), str(tmp_path), [], EIGHT_GPUS)
+            plan_job(compose_config(overrides), str(tmp_path), [], EIGHT_GPUS)
         assert sentence(error.value, overrides) == shown, page
         return
-    plan = make_plan(compose_config(overrides), str(tmp_path), [], EIGHT_GPUS)
+    plan = plan_job(compose_config(overrides), str(tmp_path), [], EIGHT_GPUS)
     assert plan.world_size > 0
 
 

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
 from linkbench.errors import ConfigError
+from linkbench.launcher.planning import plan_job
 
 from .conftest import QUICK, clean_env, load_result, run_cli
 
@@ -101,7 +101,7 @@ def test_an_outside_strategy_is_refused_what_it_did_not_say_it_can_run(
                  "strategy.name=per_parameter", "comm_hook=bf16"]  # fmt: skip
     with pytest.raises(ConfigError, match="comm_hook=bf16 is a DDP communication hook and "
                        "strategy=per_parameter has none"):  # fmt: skip
-        make_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+        plan_job(compose_config(overrides), str(tmp_path), [], Machine(0))
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_an_outside_strategy_is_refused_what_it_did_not_say_it_can_run(
 )  # fmt: skip
 def test_a_strategy_target_that_is_no_strategy_is_named(compose_config, tmp_path, target, words):
     with pytest.raises(ConfigError) as error:
-        make_plan(compose_config([f"strategy._target_={target}"]), str(tmp_path), [], Machine(0))
+        plan_job(compose_config([f"strategy._target_={target}"]), str(tmp_path), [], Machine(0))
     assert words in str(error.value) and "\n" not in str(error.value)
 
 
@@ -200,7 +200,7 @@ def test_an_outside_task_checks_its_own_keys(compose_config, tmp_path, monkeypat
     overrides = ["task._target_=my_tasks.barrier.Barrier", "task.name=barrier",
                  "+task.options.extra_us=-5"]  # fmt: skip
     with pytest.raises(ConfigError, match=r"task.options.extra_us=-5 must be >= 0"):
-        make_plan(compose_config(overrides), str(tmp_path), [], Machine(0))
+        plan_job(compose_config(overrides), str(tmp_path), [], Machine(0))
 
 
 def test_a_new_strategy_with_a_setting_of_its_own_is_one_dataclass(compose_config, tmp_path):
@@ -229,7 +229,7 @@ def test_a_new_strategy_with_a_setting_of_its_own_is_one_dataclass(compose_confi
             return self.tp_size, 1
 
     ConfigStore.instance().store(group="strategy", name="tp", node=TensorParallelStrategy)
-    plan = make_plan(compose_config(["strategy=tp", "strategy.tp_size=2", "batch=8"]),
+    plan = plan_job(compose_config(["strategy=tp", "strategy.tp_size=2", "batch=8"]),
                      str(tmp_path), [], Machine(0))  # fmt: skip
     assert isinstance(plan.config.strategy, TensorParallelStrategy)
     assert plan.config.strategy.tp_size == 2
@@ -241,15 +241,15 @@ def test_a_new_strategy_with_a_setting_of_its_own_is_one_dataclass(compose_confi
         match=r"strategy=tp takes 3 tensor-parallel x 1 pipeline "
         "ranks per replica of the model, which does not divide the world of 2",
     ):
-        make_plan(compose_config(["strategy=tp", "strategy.tp_size=3"]), str(tmp_path), [],
+        plan_job(compose_config(["strategy=tp", "strategy.tp_size=3"]), str(tmp_path), [],
                   Machine(0))  # fmt: skip
     with pytest.raises(ConfigError, match=r"strategy\.tp_size=0 must be at least 1"):
-        make_plan(compose_config(["strategy=tp", "strategy.tp_size=0"]), str(tmp_path), [],
+        plan_job(compose_config(["strategy=tp", "strategy.tp_size=0"]), str(tmp_path), [],
                   Machine(0))  # fmt: skip
     # What it does not claim it can run (here DDP's gradient buckets) is refused.
     with pytest.raises(ConfigError, match="comm_hook=bf16 is a DDP communication hook and "
                        "strategy=tp has none"):  # fmt: skip
-        make_plan(compose_config(["strategy=tp", "comm_hook=bf16"]), str(tmp_path), [],
+        plan_job(compose_config(["strategy=tp", "comm_hook=bf16"]), str(tmp_path), [],
                   Machine(0))  # fmt: skip
 
 
@@ -299,7 +299,7 @@ def test_a_new_data_option_with_a_setting_of_its_own_is_one_dataclass(
     from hydra.core.config_store import ConfigStore
 
     from linkbench.config.checks import require
-    from linkbench.config.data import LoadedData
+    from linkbench.config.data import DataFound, LoadedData
     from linkbench.parts.data import make_batches
     from linkbench.parts.rank import Rank
 
@@ -319,11 +319,8 @@ def test_a_new_data_option_with_a_setting_of_its_own_is_one_dataclass(
             super().__post_init__()
             require(self.period >= 1, f"data.period={self.period} must be at least 1.")
 
-        def train_size(self):
-            return 256
-
-        def held_out_size(self):
-            return 64
+        def survey(self):
+            return DataFound(train_size=256, held_out_size=64)
 
     ConfigStore.instance().store(group="data", name="stripes", node=StripesData)
     overrides = ["data=stripes", "data.period=2", "data.num_classes=4", "epochs=2", "batch=16"]

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -171,28 +172,36 @@ def describe_file(path: Path) -> dict[str, Any]:
     return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
 
 
-def usable_checkpoint(job_dir: Path, move_aside: bool = True) -> tuple[int | None, str | None]:
-    """(step of the job's checkpoint, None), or (None, why it cannot be used), or (None, None)
-    when there is none. A checkpoint with a file missing, or whose size or SHA-256 differs
-    from what checkpoint.json recorded, is damaged: its directory is moved aside
-    (``step-<N>.damaged``; by one process of the job only, ``move_aside``) and the job starts
-    over."""
+@dataclass(frozen=True)
+class CheckpointFound:
+    """A job directory's checkpoint as :func:`find_checkpoint` found it: the step it continues
+    from, or why it cannot be used and what :func:`set_aside` moves out of the way (a damaged
+    one), or nothing (no checkpoint)."""
+
+    step: int | None = None
+    problem: str | None = None
+    damaged: Path | None = None
+
+
+def find_checkpoint(job_dir: Path) -> CheckpointFound:
+    """The job's checkpoint, read without changing anything. One with a file missing, or
+    whose size or SHA-256 differs from what checkpoint.json recorded, is damaged: the
+    launcher sets it aside (``step-<N>.damaged``, by one process of the job) and the job
+    starts over."""
     record = job_dir / CHECKPOINT_INFO_FILE
     info = read_json(record)
     if info is None:
         if not record.exists():
-            return None, None
-        aside = record.with_name(record.name + DAMAGED_SUFFIX)
-        if move_aside:
-            record.replace(aside)
-        return None, (
-            f"{record} cannot be read (cut short, or not JSON), so no checkpoint can be trusted; "
-            f"it was moved to {aside.name} and the job starts over from step 0"
+            return CheckpointFound()
+        return CheckpointFound(
+            problem=f"{record} cannot be read (cut short, or not JSON), so no checkpoint can be "
+            f"trusted; it is moved to {_aside(record).name} and the job starts over from step 0",
+            damaged=record,
         )
     if "files" not in info:  # one torch.save file, checkpoint.pt, before checkpoints by DCP
-        return None, (
-            f"{job_dir / CHECKPOINT_INFO_FILE} names a checkpoint of an older linkbench, which "
-            "this one cannot read; the job starts over from step 0"
+        return CheckpointFound(
+            problem=f"{record} names a checkpoint of an older linkbench, which this one cannot "
+            "read; the job starts over from step 0"
         )
     where = job_dir / info["dir"]
     for name, recorded in info["files"].items():
@@ -200,14 +209,26 @@ def usable_checkpoint(job_dir: Path, move_aside: bool = True) -> tuple[int | Non
         found = path.stat().st_size if path.is_file() else None
         if found == recorded["bytes"] and _sha256(path) == recorded["sha256"]:
             continue
-        aside = where.with_name(where.name + DAMAGED_SUFFIX)
-        if move_aside and where.is_dir():
-            shutil.rmtree(aside, ignore_errors=True)
-            where.replace(aside)
         what = "missing" if found is None else f"{found:,} bytes"
-        return None, (
-            f"{where} is damaged ({name}: {what}, checkpoint.json recorded "
-            f"{recorded['bytes']:,} bytes and its SHA-256); it was moved to {aside.name} and "
-            "the job starts over from step 0"
+        return CheckpointFound(
+            problem=f"{where} is damaged ({name}: {what}, checkpoint.json recorded "
+            f"{recorded['bytes']:,} bytes and its SHA-256); it is moved to {_aside(where).name} "
+            "and the job starts over from step 0",
+            damaged=where if where.is_dir() else None,
         )
-    return int(info["step"]), None
+    return CheckpointFound(step=int(info["step"]))
+
+
+def _aside(path: Path) -> Path:
+    return path.with_name(path.name + DAMAGED_SUFFIX)
+
+
+def set_aside(found: CheckpointFound) -> None:
+    """Move a damaged checkpoint :func:`find_checkpoint` found out of the job's way (an
+    earlier one set aside under the same name is replaced)."""
+    if found.damaged is None or not found.damaged.exists():
+        return
+    aside = _aside(found.damaged)
+    if aside.is_dir():
+        shutil.rmtree(aside, ignore_errors=True)
+    found.damaged.replace(aside)

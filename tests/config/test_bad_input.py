@@ -19,10 +19,10 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
 from linkbench.config.registry import options
 from linkbench.config.schema import Config
 from linkbench.errors import ConfigError
+from linkbench.launcher.planning import plan_job
 
 from ..conftest import QUICK, clean_env, load_result, run_cli
 
@@ -105,7 +105,7 @@ OUT_OF_RANGE = [
 def test_every_numeric_key_refuses_values_out_of_range(compose_config, tmp_path, key, value):
     cfg = compose_config([*_context(key), f"{key}={value}"])
     with pytest.raises(ConfigError) as error:
-        make_plan(cfg, str(tmp_path), [], CPU)
+        plan_job(cfg, str(tmp_path), [], CPU)
     message = str(error.value)
     assert key.split(".")[-1] in message, message
     assert "\n" not in message
@@ -131,7 +131,7 @@ def test_every_key_refuses_a_value_of_the_wrong_type(compose_config, key):
 )
 def test_string_keys_and_paths_are_checked(compose_config, tmp_path, overrides, words):
     with pytest.raises(ConfigError) as error:
-        make_plan(compose_config(overrides), str(tmp_path), [], CPU)
+        plan_job(compose_config(overrides), str(tmp_path), [], CPU)
     assert words in str(error.value)
 
 
@@ -142,7 +142,7 @@ def test_an_unreadable_data_folder_is_refused(compose_config, tmp_path):
     root.chmod(0)
     try:
         with pytest.raises(ConfigError) as error:
-            make_plan(compose_config(["data=imagefolder", f"data.root={root}"]), "x", [], CPU)
+            plan_job(compose_config(["data=imagefolder", f"data.root={root}"]), "x", [], CPU)
     finally:
         root.chmod(0o755)
     assert "cannot be read" in str(error.value)

@@ -12,7 +12,7 @@ from hydra import compose
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
+from linkbench.launcher.planning import plan_job
 
 from ..conftest import REPO
 
@@ -49,5 +49,5 @@ def test_every_job_of_the_experiment_plans(compose_config, tmp_path: Path, exper
     assert points, f"{experiment} sweeps nothing"
     machine = Machine(0 if experiment in CPU_EXPERIMENTS else 8, cpu_cores=2)
     for point in points:
-        plan = make_plan(compose_config([*base, *point]), str(tmp_path), point, machine)
+        plan = plan_job(compose_config([*base, *point]), str(tmp_path), point, machine)
         assert plan.config.steps > 0

@@ -6,9 +6,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
 from linkbench.errors import ConfigError
 from linkbench.launcher.callbacks import unwritable_reason
+from linkbench.launcher.planning import plan_job
 from linkbench.launcher.sweeper import check_rounds, sweep_rounds
 
 from ..conftest import job_plan
@@ -82,7 +82,7 @@ def test_a_launcher_that_runs_jobs_together_is_refused_unless_asked_for():
 def test_hparams_leave_unset_keys_out_so_number_columns_stay_numbers(compose_config, tmp_path):
     from linkbench.launcher.hparams import hparams_of, session_end_pb
 
-    plan = make_plan(compose_config(), str(tmp_path), ["cudnn_benchmark=null", "batch=8"], CPU)
+    plan = plan_job(compose_config(), str(tmp_path), ["cudnn_benchmark=null", "batch=8"], CPU)
     values = hparams_of(plan, {"epochs": None, "batch": 8})
     assert "cudnn_benchmark" not in values and "epochs" not in values and values["batch"] == 8
     from tensorboard.plugins.hparams import plugin_data_pb2

@@ -8,12 +8,13 @@ import re
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
+from linkbench.config.facts import Facts
 from linkbench.config.machine import Machine, OutsideWorld
-from linkbench.config.plan import make_plan
 from linkbench.config.registry import options
 from linkbench.config.runtime import PartsFacts
 from linkbench.errors import ConfigError
 from linkbench.files import describe_file
+from linkbench.launcher.planning import plan_job
 
 from ..conftest import CONF
 
@@ -56,20 +57,20 @@ def test_every_option_composes_and_plans(compose_config, tmp_path, group, option
         assert str(cfg[group].name) == option
     needs_gpu = {("precision", "fp16"), ("backend", "nccl"), ("task", "links")}
     machine = ONE_GPU if (group, option) in needs_gpu else CPU
-    plan = make_plan(cfg, str(tmp_path), [], machine)
+    plan = plan_job(cfg, str(tmp_path), [], machine)
     assert plan.global_batch == cfg.batch * plan.world_size
     assert plan.lr > 0
 
 
 def test_default_is_gloo_two_ranks_tiny_synthetic_on_cpu(compose_config, tmp_path):
-    plan = make_plan(compose_config(), str(tmp_path), [], CPU)
+    plan = plan_job(compose_config(), str(tmp_path), [], CPU)
     assert (plan.backend, plan.device_type, plan.world_size) == ("gloo", "cpu", 2)
     assert plan.config.model.name == "tiny"
     assert plan.config.data.name == "synthetic"
 
 
 def test_default_uses_nccl_on_every_gpu(compose_config, tmp_path):
-    plan = make_plan(compose_config(), str(tmp_path), [], Machine(cuda_devices=8))
+    plan = plan_job(compose_config(), str(tmp_path), [], Machine(cuda_devices=8))
     assert (plan.backend, plan.device_type, plan.world_size) == ("nccl", "cuda", 8)
     assert plan.global_batch == 8 * 32
 
@@ -79,12 +80,12 @@ def test_default_uses_nccl_on_every_gpu(compose_config, tmp_path):
 )
 def test_lr_scales_with_global_batch(compose_config, tmp_path, rule, expected):
     cfg = compose_config([f"scaling={rule}", "batch=64", "base_lr=0.1"])
-    plan = make_plan(cfg, str(tmp_path), [], Machine(cuda_devices=8))
+    plan = plan_job(cfg, str(tmp_path), [], Machine(cuda_devices=8))
     assert plan.lr == pytest.approx(expected)
 
 
 def test_tf32_on_cpu_falls_back_to_fp32_with_a_note(compose_config, tmp_path):
-    plan = make_plan(compose_config(["precision=tf32"]), str(tmp_path), [], CPU)
+    plan = plan_job(compose_config(["precision=tf32"]), str(tmp_path), [], CPU)
     assert plan.precision == "fp32"
     assert any("tf32" in note for note in plan.notes)
 
@@ -129,7 +130,7 @@ def test_tf32_on_cpu_falls_back_to_fp32_with_a_note(compose_config, tmp_path):
 )
 def test_bad_input_names_the_key(compose_config, tmp_path, overrides, machine, words):
     with pytest.raises(ConfigError) as error:
-        make_plan(compose_config(overrides), str(tmp_path), [], machine)
+        plan_job(compose_config(overrides), str(tmp_path), [], machine)
     message = str(error.value)
     assert words in message
     assert "\n" not in message
@@ -137,9 +138,9 @@ def test_bad_input_names_the_key(compose_config, tmp_path, overrides, machine, w
 
 def test_fast_paths_plan_on_a_gpu(compose_config, tmp_path):
     cfg = compose_config(["cuda_graphs=true", "precision=bf16", "untimed_steps=12"])
-    assert make_plan(cfg, str(tmp_path), [], ONE_GPU).config.cuda_graphs is True
+    assert plan_job(cfg, str(tmp_path), [], ONE_GPU).config.cuda_graphs is True
     cfg = compose_config(["compile=true", "compile_mode=reduce-overhead"])
-    assert make_plan(cfg, str(tmp_path), [], ONE_GPU).config.compile_mode == "reduce-overhead"
+    assert plan_job(cfg, str(tmp_path), [], ONE_GPU).config.compile_mode == "reduce-overhead"
 
 
 @pytest.mark.parametrize(
@@ -162,15 +163,15 @@ def test_unknown_option_lists_the_available_ones(compose_config):
 
 def test_more_cpu_ranks_than_cores_are_warned_about(compose_config, tmp_path):
     two_cores = Machine(cuda_devices=0, cpu_cores=2)
-    plan = make_plan(compose_config(["devices=64"]), str(tmp_path), [], two_cores)
+    plan = plan_job(compose_config(["devices=64"]), str(tmp_path), [], two_cores)
     assert plan.world_size == 64
     assert any("devices=64 CPU ranks share 2 cores" in note for note in plan.notes)
-    plan = make_plan(compose_config(["devices=2"]), str(tmp_path), [], two_cores)
+    plan = plan_job(compose_config(["devices=2"]), str(tmp_path), [], two_cores)
     assert not any("cores" in note for note in plan.notes)
 
 
 def test_the_old_name_of_untimed_steps_still_works_and_says_so(compose_config, tmp_path):
-    plan = make_plan(compose_config(["warmup_steps=3"]), str(tmp_path), [], CPU)
+    plan = plan_job(compose_config(["warmup_steps=3"]), str(tmp_path), [], CPU)
     assert plan.config.untimed_steps == 3
     assert any("old name of untimed_steps" in note for note in plan.notes)
 
@@ -178,7 +179,7 @@ def test_the_old_name_of_untimed_steps_still_works_and_says_so(compose_config, t
 def test_the_typed_plan_survives_pickling_for_spawned_workers(compose_config, tmp_path):
     import pickle
 
-    plan = make_plan(compose_config(["model=gpt"]), str(tmp_path), [], CPU)
+    plan = plan_job(compose_config(["model=gpt"]), str(tmp_path), [], CPU)
     again = pickle.loads(pickle.dumps(plan))
     assert again == plan
     assert again.config.model.kwargs["n_layer"] == 4
@@ -186,32 +187,32 @@ def test_the_typed_plan_survives_pickling_for_spawned_workers(compose_config, tm
 
 def test_auto_model_and_precision_follow_the_machine_the_plan_is_given(compose_config, tmp_path):
     """Whatever machine composed the config (before, the one run.py saw at import decided,
-    so make_plan(compose(), ..., Machine(cuda_devices=8)) planned tiny and fp32)."""
+    so plan_job(compose(), ..., Machine(cuda_devices=8)) planned tiny and fp32)."""
     cfg = compose_config()
     # On GPUs the default job's gradients (resnet50: 102 MB per step) make the link matter.
-    plan = make_plan(cfg, str(tmp_path), [], Machine(cuda_devices=8))
+    plan = plan_job(cfg, str(tmp_path), [], Machine(cuda_devices=8))
     assert (plan.config.model.name, plan.precision) == ("resnet50", "bf16")
     assert plan.config.model._target_ == "torchvision.models.resnet50"
     assert plan.config.precision.autocast_dtype == "bfloat16"
     assert plan.config.model.kwargs["num_classes"] == plan.config.data.num_classes
-    cpu = make_plan(cfg, str(tmp_path), [], CPU)
+    cpu = plan_job(cfg, str(tmp_path), [], CPU)
     assert (cpu.config.model.name, cpu.precision) == ("tiny", "fp32")
     # Keys the user set for model=auto hold for the option it stands for.
     overrides = ["model.channels_last=true", "+model.kwargs.zero_init_residual=true"]
     cfg = compose_config(overrides)
-    plan = make_plan(cfg, str(tmp_path), overrides, Machine(cuda_devices=8))
+    plan = plan_job(cfg, str(tmp_path), overrides, Machine(cuda_devices=8))
     assert plan.config.model.channels_last is True
     assert plan.config.model.kwargs["zero_init_residual"] is True
     # ... also where the caller composed them but passes no override strings.
-    plan = make_plan(compose_config(["model.image_size=64"]), str(tmp_path), [], ONE_GPU)
+    plan = plan_job(compose_config(["model.image_size=64"]), str(tmp_path), [], ONE_GPU)
     assert (plan.config.model.name, plan.config.model.image_size) == ("resnet50", 64)
     # Named options stay what they are on any machine.
-    named = make_plan(compose_config(["model=tiny"]), str(tmp_path), [], Machine(cuda_devices=8))
+    named = plan_job(compose_config(["model=tiny"]), str(tmp_path), [], Machine(cuda_devices=8))
     assert named.config.model.name == "tiny" and named.precision == "bf16"
 
 
 def test_the_default_job_on_this_cpu_machine_is_the_tiny_cnn(compose_config, tmp_path):
-    plan = make_plan(compose_config(), str(tmp_path), [], CPU)
+    plan = plan_job(compose_config(), str(tmp_path), [], CPU)
     assert (plan.config.model.name, plan.precision) == ("tiny", "fp32")
 
 
@@ -228,11 +229,11 @@ def test_the_rules_between_keys_run_once_on_the_finished_numbers(
     monkeypatch.setattr(Config, "check", lambda self: calls.append(self.steps) or original(self))
     cfg = compose_config(["data=digits", "epochs=2"])
     assert cfg.steps is None
-    plan = make_plan(cfg, str(tmp_path), [], CPU)
+    plan = plan_job(cfg, str(tmp_path), [], CPU)
     assert calls == [plan.steps] and plan.steps == plan.config.steps > 0
-    assert make_plan(compose_config(), str(tmp_path), [], CPU).steps == 100
+    assert plan_job(compose_config(), str(tmp_path), [], CPU).steps == 100
     # rerun.yaml pins the steps the epochs made, and plans again to the same steps.
-    again = make_plan(plan.resolved_config(), str(tmp_path), [], CPU)
+    again = plan_job(plan.resolved_config(), str(tmp_path), [], CPU)
     assert again.steps == plan.steps and again.config.epochs is None
 
 
@@ -240,10 +241,10 @@ def test_a_budget_and_steps_both_set_are_refused_wherever_steps_was_set(compose_
     """Read from the config, not from the override strings: an experiment's steps counts
     too (gpt_comm sets steps: 100; before, only a command-line steps= was seen)."""
     with pytest.raises(ConfigError, match=r"epochs=2\.0 and steps=50 both set the length"):
-        make_plan(compose_config(["data=digits", "epochs=2", "steps=50"]), str(tmp_path), [], CPU)
+        plan_job(compose_config(["data=digits", "epochs=2", "steps=50"]), str(tmp_path), [], CPU)
     with pytest.raises(ConfigError, match="samples=640 and steps=100 both set the length"):
         cfg = compose_config(["+experiment=gpt_comm", "samples=640"])
-        make_plan(cfg, str(tmp_path), [], CPU)
+        plan_job(cfg, str(tmp_path), [], CPU)
 
 
 def test_the_plan_is_finished_when_make_plan_returns(compose_config, tmp_path):
@@ -256,7 +257,7 @@ def test_the_plan_is_finished_when_make_plan_returns(compose_config, tmp_path):
         return PartsFacts(1234, 10**6, 10**5)
 
     cfg = compose_config(["compile=true", "resume=true"])
-    plan = make_plan(cfg, str(tmp_path), [], CPU, parts_check, sweep_dir="/sweep")
+    plan = plan_job(cfg, str(tmp_path), [], CPU, parts_check, sweep_dir="/sweep")
     assert calls == [("tiny", plan.lr)]
     assert plan.flops_per_sample == 1234
     assert plan.compile_cache_dir == "/sweep/.compile_cache"
@@ -268,18 +269,18 @@ def test_the_plan_is_finished_when_make_plan_returns(compose_config, tmp_path):
     info = {"step": 6, "dir": "checkpoint/step-6", "world_size": 2,
             "files": {"__0_0.distcp": describe_file(saved / "__0_0.distcp")}}  # fmt: skip
     (tmp_path / "checkpoint.json").write_text(json.dumps(info))
-    assert make_plan(compose_config(["resume=true"]), str(tmp_path), [], CPU).resume_step == 6
+    assert plan_job(compose_config(["resume=true"]), str(tmp_path), [], CPU).resume_step == 6
     (saved / "__0_0.distcp").write_bytes(b"stat")
     other_rank = Machine(0, outside=OutsideWorld(rank=1, world_size=2, local_world_size=2))
-    plan = make_plan(compose_config(["resume=true"]), str(tmp_path), [], other_rank)
+    plan = plan_job(compose_config(["resume=true"]), str(tmp_path), [], other_rank)
     assert plan.resume_step is None and saved.is_dir()
-    plan = make_plan(compose_config(["resume=true"]), str(tmp_path), [], CPU)
+    plan = plan_job(compose_config(["resume=true"]), str(tmp_path), [], CPU)
     assert plan.resume_step is None and not saved.exists()
     assert any("step-6 is damaged (__0_0.distcp: 4 bytes" in note for note in plan.notes)
     assert (tmp_path / "checkpoint" / "step-6.damaged" / "__0_0.distcp").read_bytes() == b"stat"
     # A checkpoint.json of before checkpoints by DCP (one checkpoint.pt) is said, not read.
     (tmp_path / "checkpoint.json").write_text(json.dumps({"step": 4, "bytes": 9, "sha256": "x"}))
-    plan = make_plan(compose_config(["resume=true"]), str(tmp_path), [], CPU)
+    plan = plan_job(compose_config(["resume=true"]), str(tmp_path), [], CPU)
     assert plan.resume_step is None
     assert any("a checkpoint of an older linkbench" in note for note in plan.notes)
 
@@ -295,7 +296,7 @@ def test_a_jobs_overrides_are_parsed_once_and_carried(compose_config, tmp_path, 
     assert given.settings == {"batch": 8, "model": "auto", "model.weight_decay": 0.5}
     monkeypatch.setattr(module, "parse", lambda _: pytest.fail("parsed a second time"))
     cfg = compose_config(["batch=8", "model=auto", "model.weight_decay=0.5"])
-    plan = make_plan(cfg, str(tmp_path), given, CPU)
+    plan = plan_job(cfg, str(tmp_path), given, CPU)
     assert plan.overrides == ["batch=8", "model=auto", "model.weight_decay=0.5"]
     assert plan.settings == given.settings
     assert plan.config.model.name == "tiny" and plan.config.model.weight_decay == 0.5
@@ -307,14 +308,14 @@ def test_a_batch_that_cannot_fit_is_warned_of_before_any_worker(compose_config, 
     from linkbench.launcher.parts_check import check_parts
 
     host = Machine(cuda_devices=0, memory_bytes=24 * 10**9)
-    big = make_plan(compose_config(["batch=300000"]), str(tmp_path), [], host, check_parts)
+    big = plan_job(compose_config(["batch=300000"]), str(tmp_path), [], host, check_parts)
     note = next(n for n in big.notes if n.startswith("batch=300000 with model=tiny"))
     assert "more than the 12.0 GB a rank has here (2 ranks share 24.0 GB)" in note
     fits = int(note.split("about ")[1].split(" ")[0])
     assert 10_000 < fits < 300_000
-    small = make_plan(compose_config([f"batch={fits // 2}"]), str(tmp_path), [], host, check_parts)
+    small = plan_job(compose_config([f"batch={fits // 2}"]), str(tmp_path), [], host, check_parts)
     assert not [n for n in small.notes if "rough estimate" in n]
-    unknown = make_plan(compose_config(["batch=300000"]), str(tmp_path), [], CPU, check_parts)
+    unknown = plan_job(compose_config(["batch=300000"]), str(tmp_path), [], CPU, check_parts)
     assert not [n for n in unknown.notes if "rough estimate" in n], "no figure, no warning"
 
 
@@ -322,23 +323,25 @@ def test_a_batch_that_cannot_fit_is_warned_of_before_any_worker(compose_config, 
 def test_untimed_steps_follow_a_short_run(compose_config, tmp_path, steps, untimed):
     """Before: steps=10, the obvious tiny job, was refused (untimed_steps defaulted to 10)."""
     given = [f"steps={steps}"] if steps else []
-    plan = make_plan(compose_config(given), str(tmp_path), given, CPU)
+    plan = plan_job(compose_config(given), str(tmp_path), given, CPU)
     assert plan.untimed_steps == untimed
-    graphs = make_plan(compose_config(["steps=40", "compile=true"]), str(tmp_path), [], CPU)
+    graphs = plan_job(compose_config(["steps=40", "compile=true"]), str(tmp_path), [], CPU)
     assert graphs.untimed_steps == 10
 
 
 def test_a_checkpoint_record_cut_short_is_said_and_set_aside(tmp_path):
     """Before: a truncated checkpoint.json made a resumed job start over without a word."""
-    from linkbench.files import usable_checkpoint
+    from linkbench.files import CheckpointFound, find_checkpoint, set_aside
 
     (tmp_path / "checkpoint.json").write_text('{"step": 20, "dir": "checkpoint/st')
-    step, why = usable_checkpoint(tmp_path)
-    assert step is None and why is not None
-    assert "checkpoint.json cannot be read (cut short, or not JSON)" in why
-    assert "the job starts over from step 0" in why
+    found = find_checkpoint(tmp_path)
+    assert found.step is None and found.problem is not None
+    assert "checkpoint.json cannot be read (cut short, or not JSON)" in found.problem
+    assert "the job starts over from step 0" in found.problem
+    assert (tmp_path / "checkpoint.json").exists(), "finding reads, and changes nothing"
+    set_aside(found)
     assert (tmp_path / "checkpoint.json.damaged").exists()
-    assert usable_checkpoint(tmp_path) == (None, None), "said once"
+    assert find_checkpoint(tmp_path) == CheckpointFound(), "said once"
 
 
 @pytest.mark.parametrize(
@@ -357,7 +360,7 @@ def test_an_override_that_takes_the_emulated_arm_off_its_link_is_refused(
     NCCL traffic could bypass the link."""
     cfg = compose_config(["interconnect=emulated", override])
     with pytest.raises(ConfigError, match=re.escape(words)):
-        make_plan(cfg, str(tmp_path), [override], CPU)
+        plan_job(cfg, str(tmp_path), [override], CPU)
 
 
 def test_a_rerun_yaml_from_before_each_data_option_had_its_own_keys_still_plans(
@@ -366,14 +369,14 @@ def test_a_rerun_yaml_from_before_each_data_option_had_its_own_keys_still_plans(
     """A rerun.yaml written when every data option shared one schema carries all its keys
     (data.root, data.size, ... for data=digits): the ones digits lacks did nothing and are
     dropped; a key no data option ever had is still refused."""
-    plan = make_plan(compose_config(["data=digits", "epochs=1"]), str(tmp_path), [], CPU)
+    plan = plan_job(compose_config(["data=digits", "epochs=1"]), str(tmp_path), [], CPU)
     old = plan.resolved_config()
     old["data"].update(root=None, download=False, size=10_000, eval_size=1_000)
-    again = make_plan(old, str(tmp_path), [], CPU)
+    again = plan_job(old, str(tmp_path), [], CPU)
     assert again.steps == plan.steps and again.config.data == plan.config.data
     old["data"]["colour"] = "red"
     with pytest.raises(ConfigError, match=r"^data\.colour is not a key of linkbench's config"):
-        make_plan(old, str(tmp_path), [], CPU)
+        plan_job(old, str(tmp_path), [], CPU)
 
 
 def test_ddps_settings_are_the_ddp_strategys_and_the_old_keys_are_moved_with_a_note(
@@ -382,9 +385,9 @@ def test_ddps_settings_are_the_ddp_strategys_and_the_old_keys_are_moved_with_a_n
     """DDP's settings belong to strategy=ddp (and zero1): strategy=fsdp has no
     strategy.bucket_cap_mb to write. The old ddp.* keys still work where the strategy has
     them, with a note, and are refused where it has none."""
-    plan = make_plan(compose_config(["strategy.bucket_cap_mb=50"]), str(tmp_path), [], CPU)
+    plan = plan_job(compose_config(["strategy.bucket_cap_mb=50"]), str(tmp_path), [], CPU)
     assert plan.config.strategy.bucket_cap_mb == 50 and not plan.notes
-    old = make_plan(
+    old = plan_job(
         compose_config(["strategy=zero1", "ddp.bucket_cap_mb=50", "ddp.static_graph=true"]),
         str(tmp_path),
         [],
@@ -396,8 +399,67 @@ def test_ddps_settings_are_the_ddp_strategys_and_the_old_keys_are_moved_with_a_n
         "ddp.bucket_cap_mb, ddp.static_graph is the old place of strategy=zero1's settings; "
         "write strategy.bucket_cap_mb=50.0 strategy.static_graph=true."
     ) in old.notes
-    again = make_plan(old.resolved_config(), str(tmp_path), [], CPU)  # its rerun.yaml
+    again = plan_job(old.resolved_config(), str(tmp_path), [], CPU)  # its rerun.yaml
     assert again.config.strategy == old.config.strategy and not again.notes
     refusal = r"^ddp\.bucket_cap_mb=50\.0 sets DistributedDataParallel, which strategy=fsdp"
     with pytest.raises(ConfigError, match=refusal):
-        make_plan(compose_config(["strategy=fsdp", "ddp.bucket_cap_mb=50"]), "x", [], CPU)
+        plan_job(compose_config(["strategy=fsdp", "ddp.bucket_cap_mb=50"]), "x", [], CPU)
+
+
+_TOUCHES_DISK = (
+    "open", "os.listdir", "os.scandir", "os.rename", "os.remove", "os.rmdir", "os.mkdir",
+    "shutil.rmtree", "subprocess.Popen", "os.exec", "os.posix_spawn",
+)  # fmt: skip
+_seen: list[str] | None = None
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _seen is not None and event.startswith(_TOUCHES_DISK):
+        _seen.append(f"{event}{args[:1]}")
+
+
+def test_planning_decides_from_the_facts_and_touches_no_file(compose_config, tmp_path):
+    """make_plan reads, lists, moves and runs nothing (an audit hook sees every open, listing,
+    rename, removal and process start): the launcher gathered what it decides from, an image
+    folder's classes and size and a damaged checkpoint among them, and sets the checkpoint
+    aside only after the plan is made. Before: make_plan walked the folder, hashed the
+    checkpoint, moved it aside and made a network namespace to see whether it could."""
+    import sys
+
+    from linkbench.config.overrides import JobOverrides
+    from linkbench.config.plan import job_config, make_plan
+    from linkbench.launcher.planning import gather_facts
+
+    global _seen
+    root = tmp_path / "images"
+    for name in ("cat", "dog"):
+        (root / name).mkdir(parents=True)
+        for i in range(30):
+            (root / name / f"{i}.png").write_bytes(b"")
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / "checkpoint.json").write_text('{"step": 20, "dir": "checkpoint/st')
+    texts = ["data=imagefolder", f"data.root={root}", "resume=true", "epochs=2", "batch=4"]
+    given = JobOverrides.of(texts)
+    config = job_config(compose_config(texts), given, CPU)
+    facts = gather_facts(config, job_dir, CPU)
+    assert facts.data.classes == 2 and facts.checkpoint.damaged is not None
+    make_plan(config, str(job_dir), given, facts)  # the imports it makes, made
+    sys.addaudithook(_audit)
+    _seen = []
+    try:
+        plan = make_plan(config, str(job_dir), given, facts)
+    finally:
+        seen, _seen = _seen, None
+    assert seen == []
+    assert plan.config.data.num_classes == 2
+    assert plan.steps == 2 * (48 // (2 * 4))  # 60 images, 12 held out, 2 ranks of batch 4
+    assert any("checkpoint.json cannot be read" in note for note in plan.notes)
+    assert (job_dir / "checkpoint.json").exists() and plan.resume_step is None
+    # What the launcher found this host cannot do is refused in its sentence, not tried.
+    texts = ["interconnect=emulated", "interconnect.rate_gbit_s=1"]
+    given = JobOverrides.of(texts)
+    config = job_config(compose_config(texts), given, CPU)
+    facts = Facts(CPU, emulation_problem="interconnect=emulated could not make a namespace.")
+    with pytest.raises(ConfigError, match="could not make a namespace"):
+        make_plan(config, str(job_dir), given, facts)

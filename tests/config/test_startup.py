@@ -63,7 +63,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
+from linkbench.launcher.planning import plan_job
 from linkbench.config.registry import options, register
 
 register(project_root=Path({repo!r}))
@@ -85,12 +85,12 @@ with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
     before = set(sys.modules)
     for job, cfg in composed:
         gpus = 2 if job[0] == "strategy=hsdp" else 1
-        make_plan(cfg, "/tmp/plan", job, Machine(cuda_devices=gpus))
+        plan_job(cfg, "/tmp/plan", job, Machine(cuda_devices=gpus))
 print(" ".join(sorted(set(sys.modules) - before)))
 """
 
 
-def test_make_plan_imports_no_torch_and_no_worker_for_any_built_in_option():
+def test_planning_imports_no_torch_and_no_worker_for_any_built_in_option():
     """The plan checks every built-in task, strategy and data option by its option's
     dataclass (linkbench.config.tasks, .strategies, .data), never by importing its runtime
     class; the

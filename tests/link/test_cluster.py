@@ -17,7 +17,7 @@ import pytest
 from linkbench.analysis.emulated import LinkRow, link_rows, with_bytes_of
 from linkbench.analysis.sweep import group, load_sweep, swept_keys
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
+from linkbench.launcher.planning import plan_job
 from linkbench.link import netns
 
 from ..conftest import run_cli
@@ -29,10 +29,10 @@ CLUSTER = ["interconnect=emulated", "interconnect.nodes=2", "devices=4"]
 
 def test_hsdp_takes_one_replica_per_node(compose_config):
     config = compose_config([*CLUSTER, "strategy=hsdp"])
-    plan = make_plan(config, "x", [], Machine(cuda_devices=0))
+    plan = plan_job(config, "x", [], Machine(cuda_devices=0))
     assert plan.config.strategy.replicas == 2, "resolved from the nodes, recorded as run"
     given = compose_config([*CLUSTER, "devices=8", "strategy=hsdp", "strategy.replicas=4"])
-    assert make_plan(given, "x", [], Machine(cuda_devices=0)).config.strategy.replicas == 4
+    assert plan_job(given, "x", [], Machine(cuda_devices=0)).config.strategy.replicas == 4
 
 
 @pytest.mark.slow

@@ -197,8 +197,9 @@ def test_5_compression_pays_where_the_link_is_slow(training):
     assert slow.ratio.estimate == pytest.approx(explained, rel=0.15)
 
 
-def test_6_an_a_a_sweep_on_one_emulated_link_stays_a_a(tmp_path_factory):
-    """Two arms on the same link that differ only in nccl.algo, which gloo ignores."""
+def _a_a_winners(tmp_path_factory, name: str) -> list[str]:
+    """One A/A sweep: two arms on the same link that differ only in nccl.algo, which gloo
+    ignores. The verdicts along the axis that name a winner (none expected)."""
     args = [
         "+experiment=emulated_link",
         "profile=none",
@@ -209,9 +210,27 @@ def test_6_an_a_a_sweep_on_one_emulated_link_stays_a_a(tmp_path_factory):
         "hydra.callbacks.sweep_summary.baseline=ring",
         "steps=12",
     ]
-    sweep = _sweep(tmp_path_factory, "aa", args)
+    sweep = _sweep(tmp_path_factory, name, args)
     verdicts = _along(sweep, "nccl.algo", "ring")
-    assert verdicts and all(c.verdict in ("equal", "inconclusive") for c in verdicts.values())
+    assert verdicts and json.loads((sweep / "rounds.json").read_text())["rounds"]
     summary = (sweep / "summary.md").read_text()
-    assert "**faster**" not in summary and "**slower**" not in summary
-    assert json.loads((sweep / "rounds.json").read_text())["rounds"]
+    winners = [
+        f"{arm}: {c.verdict} {c.ratio}"
+        for arm, c in verdicts.items()
+        if c.verdict not in ("equal", "inconclusive")
+    ]
+    if "**faster**" in summary or "**slower**" in summary:
+        winners.append("summary.md names a winner")
+    return winners
+
+
+def test_6_an_a_a_sweep_on_one_emulated_link_stays_a_a(tmp_path_factory):
+    """The design lets an A/A sweep name a winner in at most 5 % of sweeps (proven by
+    simulation in tests/analysis/test_sequential.py), so one false verdict is the design's
+    error, not the link's: a second, independent sweep is run, and the test fails when it
+    names a winner too (at most 0.25 % of the time by chance; every time where the link or
+    the sweeper favours one arm)."""
+    first = _a_a_winners(tmp_path_factory, "aa")
+    if first:
+        second = _a_a_winners(tmp_path_factory, "aa-again")
+        assert not second, f"two A/A sweeps in a row named a winner: {first}, then {second}"

@@ -72,7 +72,10 @@ def test_digits_are_upsampled_and_held_out_by_class(compose_config, tmp_path):
     config = plan.config
     train = plan.runtime.data.dataset(config, local_rank=0)
     test = plan.runtime.data.dataset(config, local_rank=0, held_out=True)
-    assert (len(train), len(test)) == (config.data.train_size(), config.data.held_out_size())
+    assert (len(train), len(test)) == (
+        config.data.survey().train_size,
+        config.data.survey().held_out_size,
+    )
     assert len(train) + len(test) == 1797
     images, labels = test.tensors
     assert images.shape == (360, 3, 16, 16) and images.min() >= -1 and images.max() <= 1
@@ -91,6 +94,6 @@ def test_held_out_shards_cover_the_split_once(compose_config, tmp_path, data):
          for x, y in zip(xs, ys, strict=True)]
         for r in range(3)
     ]  # fmt: skip
-    total = config.data.held_out_size()
+    total = config.data.survey().held_out_size
     assert sum(len(s) for s in seen) == total
     assert [len(s) for s in seen] == [math.ceil((total - r) / 3) for r in range(3)]

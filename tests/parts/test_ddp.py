@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
+from linkbench.launcher.planning import plan_job
 from linkbench.parts.ddp import wrap
 
 from ..conftest import CONF
@@ -18,7 +18,7 @@ HOOKS = sorted(p.stem for p in (CONF / "comm_hook").glob("*.yaml"))
 @pytest.mark.parametrize("nvtx", [False, True], ids=["plain", "nvtx"])
 @pytest.mark.parametrize("hook", HOOKS)
 def test_every_comm_hook_trains_a_step(compose_config, tmp_path, one_rank_world, hook, nvtx):
-    config = make_plan(compose_config([f"comm_hook={hook}"]), str(tmp_path), [], Machine(0)).config
+    config = plan_job(compose_config([f"comm_hook={hook}"]), str(tmp_path), [], Machine(0)).config
     torch.manual_seed(0)
     model = wrap(
         torch.nn.Linear(8, 2), config.strategy, config.comm_hook, torch.device("cpu"), nvtx

@@ -78,7 +78,7 @@ def test_data_follows_the_data_parallel_rank_not_the_world(compose_config, tmp_p
         assert not torch.equal(first[0], first[2])
     held_out = [[x.sum().item() for x, _ in held_out_batches(plan, 4, me)] for me in ranks]
     assert held_out[0] == held_out[1] and held_out[2] == held_out[3]
-    assert len(held_out[0]) + len(held_out[2]) == math.ceil(config.data.held_out_size() / 4)
+    assert len(held_out[0]) + len(held_out[2]) == math.ceil(config.data.survey().held_out_size / 4)
 
 
 def test_fake_data_shards_across_ranks(compose_config, tmp_path):

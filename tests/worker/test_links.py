@@ -7,8 +7,8 @@ import pytest
 
 from linkbench.analysis.plots import plot_link_matrices
 from linkbench.config.machine import Machine
-from linkbench.config.plan import make_plan
 from linkbench.errors import ConfigError
+from linkbench.launcher.planning import plan_job
 from linkbench.worker.links import format_table, matrix, slow_pairs
 
 
@@ -37,6 +37,6 @@ def test_the_matrix_holds_the_largest_size_and_a_slow_pair_is_flagged(tmp_path):
 
 def test_links_needs_a_gpu(compose_config, tmp_path):
     with pytest.raises(ConfigError, match="task=links measures copies between GPUs"):
-        make_plan(compose_config(["task=links"]), str(tmp_path), [], Machine(0))
-    plan = make_plan(compose_config(["task=links"]), str(tmp_path), [], Machine(1))
+        plan_job(compose_config(["task=links"]), str(tmp_path), [], Machine(0))
+    plan = plan_job(compose_config(["task=links"]), str(tmp_path), [], Machine(1))
     assert plan.config.task.sizes_mb == [1, 16, 256]

@@ -203,7 +203,6 @@ class RoundsSweeper(BasicSweeper):
         from omegaconf import open_dict
 
         from linkbench.config.machine import Machine
-        from linkbench.config.plan import make_plan
         from linkbench.launcher.sweeper import (
             check_axis,
             check_configurations,
@@ -236,16 +235,16 @@ class RoundsSweeper(BasicSweeper):
         check_axis(swept, summary.get("axis"), summary.get("baseline"))
         # torch: once a sweep is planned
         from linkbench.launcher.parts_check import check_parts
+        from linkbench.launcher.planning import plan_job
         from linkbench.worker.runtime import runtime_of
 
         machine = Machine.current()
-        sweep_dir = str(self.config.hydra.sweep.dir)
 
         def plan(job: list[str]) -> None:
             cfg = loader.load_sweep_config(self.config, job)
             with open_dict(cfg):
                 del cfg["hydra"]
-            make_plan(cfg, sweep_dir, job, machine, check_parts, runtime_of=runtime_of)
+            plan_job(cfg, None, job, machine, check_parts, runtime_of=runtime_of)
 
         check_configurations(jobs, plan)
 

@@ -1,7 +1,8 @@
 """``data/``: where the batches come from, one dataclass per option: its keys (and only its
 keys: ``data=digits --cfg job`` shows no ``data.root``), its checks, the sizes the plan turns
-``epochs`` into steps with and checks the held-out batch against (known without building the
-data set, so without torch), and the ``_target_`` of its runtime class in
+``epochs`` into steps with and checks the held-out batch against (its :meth:`~DataConfig.survey`,
+read by the launcher before the plan, without building the data set, so without torch), and
+the ``_target_`` of its runtime class in
 :mod:`linkbench.parts.datasets`, which builds the data sets on each rank.
 :func:`linkbench.config.registry.register_schema` stores each in Hydra's ConfigStore under
 its name.
@@ -24,6 +25,19 @@ from linkbench.config.checks import require, require_not_negative, require_posit
 
 CIFAR10_TRAIN, CIFAR10_TEST = 50_000, 10_000
 SPLIT_SEED = 0  # the held-out split is the same for every job, whatever its seed
+
+
+@dataclass(frozen=True)
+class DataFound:
+    """What a data option holds, as its :meth:`DataConfig.survey` found it (None: not known
+    without building the data set)."""
+
+    train_size: int | None = None
+    """Samples in the training split."""
+    held_out_size: int | None = None
+    """Samples in the held-out split."""
+    classes: int | None = None
+    """The classes the data itself holds (None: ``data.num_classes`` says them)."""
 
 
 @dataclass
@@ -56,20 +70,13 @@ class DataConfig:
 
     def check(self, global_batch: int) -> None:
         """Refuse, in one sentence naming the key and the fix, what cannot feed a job of
-        ``global_batch`` samples a step (before any worker starts)."""
+        ``global_batch`` samples a step (before any worker starts; from the config alone)."""
 
-    def train_size(self) -> int | None:
-        """Samples in the training split, known without building it (None: no size)."""
-        return None
-
-    def held_out_size(self) -> int | None:
-        """Samples in the held-out split (None where only building it would tell)."""
-        return None
-
-    def classes_found(self) -> int | None:
-        """The classes the data itself holds (None: ``data.num_classes`` says them); data
-        that holds none is refused."""
-        return None
+    def survey(self) -> DataFound:
+        """What the data holds, read without changing anything (the launcher asks before the
+        plan, which decides from it): data that is not where the option reads it, or holds
+        nothing of its kind, is refused in one sentence naming the key and the fix."""
+        return DataFound()
 
 
 @dataclass
@@ -90,8 +97,8 @@ class SyntheticData(DataConfig):
         super().__post_init__()
         require_positive("data.", eval_size=self.eval_size)
 
-    def held_out_size(self) -> int | None:
-        return self.eval_size
+    def survey(self) -> DataFound:
+        return DataFound(held_out_size=self.eval_size)
 
 
 @dataclass
@@ -131,11 +138,8 @@ class FakeData(LoadedData):
             "raise data.size or lower batch.",
         )
 
-    def train_size(self) -> int | None:
-        return self.size
-
-    def held_out_size(self) -> int | None:
-        return self.eval_size
+    def survey(self) -> DataFound:
+        return DataFound(train_size=self.size, held_out_size=self.eval_size)
 
 
 def _check_fraction(fraction: float) -> None:
@@ -180,11 +184,9 @@ class DigitsData(LoadedData):
         super().__post_init__()
         _check_fraction(self.eval_fraction)
 
-    def train_size(self) -> int | None:
-        return len(digits_arrays(self.eval_fraction)[0])
-
-    def held_out_size(self) -> int | None:
-        return len(digits_arrays(self.eval_fraction)[1])
+    def survey(self) -> DataFound:
+        train, held_out, _, _ = digits_arrays(self.eval_fraction)
+        return DataFound(train_size=len(train), held_out_size=len(held_out))
 
 
 @dataclass
@@ -193,7 +195,7 @@ class RootedData(LoadedData):
 
     root: str | None = MISSING
 
-    def check(self, global_batch: int) -> None:
+    def survey(self) -> DataFound:
         require(
             bool(self.root),
             f"data.root is not set; data={self.name} reads from it: add data.root=/path/to/data.",
@@ -203,9 +205,14 @@ class RootedData(LoadedData):
             not self.path.is_dir() or os.access(self.path, os.R_OK | os.X_OK),
             f"data.root={self.root} cannot be read by this user; fix its permissions or copy it.",
         )
+        return self.found()
 
     def check_root(self) -> None:
         """Refuse a ``data.root`` that holds no data of this option's kind."""
+
+    def found(self) -> DataFound:
+        """What the readable ``data.root`` holds."""
+        return DataFound()
 
     @property
     def path(self) -> Path:
@@ -245,20 +252,18 @@ class ImageFolderData(RootedData):
     def has_val(self) -> bool:
         return (self.path / "val").is_dir()
 
-    def classes_found(self) -> int | None:
-        """As torchvision's ImageFolder finds them: the folders under its training root
-        (none is refused)."""
-        found = sum(1 for p in self.train_root.iterdir() if p.is_dir())
+    def found(self) -> DataFound:
+        """Its classes as torchvision's ImageFolder finds them, the folders under its
+        training root (none is refused), and its files."""
+        classes = sum(1 for p in self.train_root.iterdir() if p.is_dir())
         require(
-            found > 0,
+            classes > 0,
             f"data.root={self.root} holds no class folders; point it at an ImageNet-style "
             "folder (data.root/<class>/<image>, or data.root/train/<class>/<image>).",
         )
-        return found
-
-    def train_size(self) -> int | None:
         count = sum(1 for p in self.train_root.rglob("*") if p.is_file())
-        return count if self.has_val else count - max(1, round(count * self.eval_fraction))
+        train = count if self.has_val else count - max(1, round(count * self.eval_fraction))
+        return DataFound(train_size=train, classes=classes)
 
 
 @dataclass
@@ -279,11 +284,8 @@ class Cifar10Data(RootedData):
             "the folder that holds it, or add data.download=true.",
         )
 
-    def train_size(self) -> int | None:
-        return CIFAR10_TRAIN
-
-    def held_out_size(self) -> int | None:
-        return CIFAR10_TEST
+    def found(self) -> DataFound:
+        return DataFound(train_size=CIFAR10_TRAIN, held_out_size=CIFAR10_TEST)
 
 
 DATA: dict[str, type[DataConfig]] = {

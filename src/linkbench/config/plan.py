@@ -28,6 +28,8 @@ from linkbench.config.choices import (
     WarmupFrom,
 )
 from linkbench.config.compose import follow_machine, to_config, typed_to_plain
+from linkbench.config.data import DataFound
+from linkbench.config.facts import Facts
 from linkbench.config.groups import DDPConfig
 from linkbench.config.layout import Layout, fits
 from linkbench.config.machine import Machine
@@ -37,10 +39,9 @@ from linkbench.config.runtime import PartsCheck, PartsFacts, Runtime, RuntimeOf
 from linkbench.config.scaling import LrSchedule, scaled_lr
 from linkbench.config.schema import Config, TaskSpec
 from linkbench.errors import ConfigError
-from linkbench.files import COMPILE_CACHE_DIR, LOG_DIR, usable_checkpoint
+from linkbench.files import COMPILE_CACHE_DIR, LOG_DIR, CheckpointFound
 from linkbench.link.emulated import LinkSpec, arm_override_problem, rate_problem
 from linkbench.link.interconnect import EnvPlan, plan_env
-from linkbench.link.netns import emulation_problem
 
 CPU_DEFAULT_DEVICES = 2
 # cudnn_benchmark=null turns cuDNN's algorithm timing on for runs this long. Measured on an
@@ -68,6 +69,9 @@ class JobPlan:
     lr: float
     env: EnvPlan
     notes: list[str]
+    plain_config: dict[str, Any]
+    """``config`` as plain data, made once by the plan: what TensorBoard shows, the manifest
+    records and rerun.yaml (:meth:`resolved_config`) writes."""
     task_spec: TaskSpec
     """What the plan, the record and the sweep read of the task (its headline, metrics, and
     whether it trains): its option, or an outside task's runtime class (:meth:`TaskConfig.spec
@@ -148,9 +152,10 @@ class JobPlan:
     def resolved_config(self) -> dict[str, Any]:
         """The config as plain data, with this machine's choices pinned (for rerun.yaml):
         the steps too, so the budget that made them (epochs, samples) is not given again."""
-        plain = typed_to_plain(self.config)
-        plain.update(resume=False, warmup_steps=None, epochs=None, samples=None)
-        return plain
+        return {
+            **self.plain_config, "resume": False, "warmup_steps": None, "epochs": None,
+            "samples": None,
+        }  # fmt: skip
 
 
 def _resolve_devices(config: Config, machine: Machine, notes: list[str]) -> tuple[str, str, int]:
@@ -226,12 +231,14 @@ def _check_machine(config: Config, world_size: int) -> None:
         )
 
 
-def _resolve_budget(config: Config, replicas: int, notes: list[str]) -> tuple[Config, int | None]:
+def _resolve_budget(
+    config: Config, train_size: int | None, replicas: int, notes: list[str]
+) -> tuple[Config, int | None]:
     """The config with ``steps`` made from ``epochs`` or ``samples`` when either is set, and
     the steps of one epoch where the data has a size. An epoch is what a DistributedSampler
     dropping the last partial batch gives: each data-parallel replica's share of the data in
     whole batches."""
-    size = config.data.train_size()
+    size = train_size
     per_epoch = (size // replicas) // config.batch if size is not None else None
     require(
         per_epoch != 0,
@@ -265,10 +272,10 @@ def _resolve_budget(config: Config, replicas: int, notes: list[str]) -> tuple[Co
     return dataclasses.replace(config, steps=steps, untimed_steps=untimed), per_epoch
 
 
-def _check_held_out(config: Config, replicas: int) -> None:
+def _check_held_out(config: Config, found: DataFound, replicas: int) -> None:
     if not config.eval.enabled:
         return
-    size = config.data.held_out_size()
+    size = found.held_out_size
     require(
         size is None or size >= replicas,
         f"the held-out split of data={config.data.name} has {size} samples, fewer than the "
@@ -277,10 +284,12 @@ def _check_held_out(config: Config, replicas: int) -> None:
     )
 
 
-def _with_class_count(config: Config, given: JobOverrides, notes: list[str]) -> Config:
+def _with_class_count(
+    config: Config, classes: int | None, given: JobOverrides, notes: list[str]
+) -> Config:
     """The config with ``data.num_classes`` the data's own count (an image folder's class
     folders): the one count the model's head, the labels and the FLOP count all read."""
-    found = config.data.classes_found()
+    found = classes
     if found is None or found == config.data.num_classes:
         return config
     if "data.num_classes" in given.settings:
@@ -291,16 +300,14 @@ def _with_class_count(config: Config, given: JobOverrides, notes: list[str]) -> 
     return dataclasses.replace(config, data=dataclasses.replace(config.data, num_classes=found))
 
 
-def _resume_step(config: Config, job_dir: Path, machine: Machine, notes: list[str]) -> int | None:
-    """With ``resume=true``: the step of the job's usable checkpoint. A damaged one is set
-    aside by rank 0's process only (under an outside launcher every rank plans), and said."""
+def _resume_step(config: Config, found: CheckpointFound, notes: list[str]) -> int | None:
+    """With ``resume=true``: the step of the job's usable checkpoint; why one cannot be used
+    is said (the launcher sets a damaged one aside)."""
     if not config.resume:
         return None
-    main = machine.outside is None or machine.outside.rank == 0
-    step, problem = usable_checkpoint(job_dir, move_aside=main)
-    if problem:
-        notes.append(f"resume: {problem}")
-    return step
+    if found.problem:
+        notes.append(f"resume: {found.problem}")
+    return found.step
 
 
 def _layout(config: Config, world_size: int) -> Layout:
@@ -360,7 +367,7 @@ def _worker_variables(config: Config) -> dict[str, str]:
     return {**arm, **tuning}
 
 
-def _check_emulated(config: Config, machine: Machine, ranks: int) -> None:
+def _check_emulated(config: Config, facts: Facts, ranks: int) -> None:
     """interconnect=emulated makes its ranks' namespaces itself, on this host, as root, at a
     rate its link probe can measure for this job's ``ranks`` within its time."""
     arm = config.interconnect
@@ -382,12 +389,11 @@ def _check_emulated(config: Config, machine: Machine, ranks: int) -> None:
     problem = arm_override_problem(str(arm.expected_transport), dict(arm.env))
     require(problem is None, str(problem))
     require(
-        machine.outside is None,
+        facts.machine.outside is None,
         "interconnect=emulated starts its ranks in network namespaces of its own and cannot "
         "run under torchrun or SLURM; run python run.py on one host without them.",
     )
-    problem = emulation_problem(delay=bool(arm.delay_ms or arm.jitter_ms))
-    require(problem is None, str(problem))
+    require(facts.emulation_problem is None, str(facts.emulation_problem))
 
 
 def _moved_ddp_settings(config: Config, notes: list[str]) -> Config:
@@ -437,23 +443,9 @@ def _memory_note(
     )
 
 
-def make_plan(
-    cfg: DictConfig | Config,
-    job_dir: str,
-    overrides: list[str] | JobOverrides,
-    machine: Machine | None = None,
-    parts_check: PartsCheck | None = None,
-    sweep_dir: str | None = None,
-    runtime_of: RuntimeOf | None = None,
-) -> JobPlan:
-    """Check ``cfg`` and resolve it for this machine (``model=auto`` and ``precision=auto``
-    included) into the finished plan of the job in ``job_dir``: with ``parts_check``, its
-    parts built and its FLOPs counted; in a sweep (``sweep_dir``), its compile cache the
-    sweep's; with ``resume=true``, the step its checkpoint continues from (a damaged one set
-    aside, by one process of the job); with ``runtime_of``, the runtime classes of its task,
-    strategy and data, which the plan carries to every process. Raises ConfigError on bad input."""
-    machine = machine or Machine.current()
-    given = JobOverrides.of(overrides)
+def job_config(cfg: DictConfig | Config, given: JobOverrides, machine: Machine) -> Config:
+    """The typed config of a composed one, with ``model=auto`` and ``precision=auto``
+    resolved for ``machine`` (what the launcher gathers the job's facts for)."""
     if isinstance(cfg, DictConfig):
         cfg = follow_machine(cfg, given, machine)
     config = cfg if isinstance(cfg, Config) else to_config(cfg)
@@ -462,6 +454,26 @@ def make_plan(
         "model=auto and precision=auto are resolved from a composed config (a DictConfig); "
         "pass that to make_plan, or name the options.",
     )
+    return config
+
+
+def make_plan(
+    config: Config,
+    job_dir: str,
+    given: JobOverrides,
+    facts: Facts,
+    parts_check: PartsCheck | None = None,
+    sweep_dir: str | None = None,
+    runtime_of: RuntimeOf | None = None,
+) -> JobPlan:
+    """Check ``config`` (:func:`job_config`'s) and resolve it, against the ``facts`` the
+    launcher found (the machine, the data, the checkpoint), into the finished plan of the job
+    in ``job_dir``: with ``parts_check``, its parts built and its FLOPs counted; in a sweep
+    (``sweep_dir``), its compile cache the sweep's; with ``resume=true``, the step its
+    checkpoint continues from; with ``runtime_of``, the runtime classes of its task, strategy
+    and data, which the plan carries to every process. Reads and writes no file. Raises
+    ConfigError on bad input."""
+    machine = facts.machine
     notes: list[str] = []
     if config.warmup_steps is not None:
         notes.append(
@@ -487,8 +499,8 @@ def make_plan(
     steps_per_epoch = None
     if task.trains:
         config.data.check(global_batch)
-        config = _with_class_count(config, given, notes)
-        config, steps_per_epoch = _resolve_budget(config, layout.data, notes)
+        config = _with_class_count(config, facts.data.classes, given, notes)
+        config, steps_per_epoch = _resolve_budget(config, facts.data.train_size, layout.data, notes)
     if config.steps is None:
         config = dataclasses.replace(config, steps=DEFAULT_STEPS)
     if config.untimed_steps is None:
@@ -498,11 +510,11 @@ def make_plan(
     steps = config.steps
     task.check(config, device_type, notes)
     if task.trains:
-        _check_held_out(config, layout.data)
+        _check_held_out(config, facts.data, layout.data)
         notes.extend(_scaling_notes(config))
     env = plan_env(_worker_variables(config), machine.environ)
     notes.extend(env.warnings(str(config.interconnect.name)))
-    _check_emulated(config, machine, nnodes * nproc)
+    _check_emulated(config, facts, nnodes * nproc)
     if backend == "gloo" and config.interconnect.name not in ("auto", "emulated"):
         notes.append(
             f"interconnect={config.interconnect.name} sets NCCL variables, which have no effect "
@@ -515,10 +527,10 @@ def make_plan(
         )
     s = config.scaling
     lr = scaled_lr(config.base_lr, s.rule, global_batch, s.reference_batch)
-    facts = parts_check(config, lr) if parts_check is not None and task.trains else None
-    if facts is not None and (note := _memory_note(facts, config, device_type, nproc, machine)):
+    parts = parts_check(config, lr) if parts_check is not None and task.trains else None
+    if parts is not None and (note := _memory_note(parts, config, device_type, nproc, machine)):
         notes.append(note)
-    resume_step = _resume_step(config, Path(job_dir), machine, notes)
+    resume_step = _resume_step(config, facts.checkpoint, notes)
     cudnn = config.cudnn_benchmark
     if cudnn is None:
         cudnn = steps >= CUDNN_BENCHMARK_MIN_STEPS
@@ -542,10 +554,11 @@ def make_plan(
         lr=lr,
         env=env,
         notes=notes,
+        plain_config=typed_to_plain(config),
         schedule=_schedule(config, steps, lr, steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
         cudnn_benchmark=cudnn,
-        flops_per_sample=facts.flops_per_sample if facts is not None else None,
+        flops_per_sample=parts.flops_per_sample if parts is not None else None,
         resume_step=resume_step,
         compile_cache_dir=(
             str(Path(sweep_dir) / COMPILE_CACHE_DIR) if config.compile and sweep_dir else None

@@ -31,7 +31,7 @@ from linkbench.analysis.phases import job_line
 from linkbench.config.choices import InterconnectName
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides, override_texts
-from linkbench.config.plan import JobPlan, make_plan
+from linkbench.config.plan import JobPlan
 from linkbench.config.runtime import TaskRuntime
 from linkbench.errors import ConfigError, DiskFull, JobFailed, JobInterrupted, end, refuse
 from linkbench.files import (
@@ -53,6 +53,7 @@ from linkbench.launcher.failures import first_failure, first_recorded_failure, r
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
 from linkbench.launcher.memory import MemoryWatch
 from linkbench.launcher.parts_check import check_parts
+from linkbench.launcher.planning import plan_job
 from linkbench.launcher.progress import ProgressBar, console_is_terminal
 from linkbench.launcher.record import JobRecord
 from linkbench.link.nccl_bytes import predict as predict_nccl
@@ -249,7 +250,7 @@ def _plan_job(
     machine: Machine,
     sweep_dir: str | None,
 ) -> JobPlan:
-    plan = make_plan(cfg, str(job_dir), overrides, machine, check_parts, sweep_dir, runtime_of)
+    plan = plan_job(cfg, job_dir, overrides, machine, check_parts, sweep_dir, runtime_of)
     if plan.resume_step is not None:
         log.info("resume: %s continues from its checkpoint of step %d", job_dir, plan.resume_step)
     return plan
@@ -263,7 +264,7 @@ def _run_other_rank(
     for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
         root.removeHandler(handler)  # rank 0 alone writes the job's log file
     # rank 0 checked the parts
-    worker_main(make_plan(cfg, str(job_dir), overrides, machine, runtime_of=runtime_of))
+    worker_main(plan_job(cfg, job_dir, overrides, machine, runtime_of=runtime_of))
     return 0.0
 
 

@@ -13,7 +13,6 @@ from typing import Any
 from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
-from linkbench.config.compose import typed_to_plain
 from linkbench.config.plan import JobPlan
 
 
@@ -56,7 +55,7 @@ class Board:
         # A job run again finds only the earlier events it continues from (the launcher
         # trimmed them: linkbench.launcher.board_files).
         self.writer = SummaryWriter(log_dir=plan.job_dir, flush_secs=30)
-        config_yaml = OmegaConf.to_yaml(typed_to_plain(plan.config))
+        config_yaml = OmegaConf.to_yaml(plan.plain_config)
         self.writer.add_text("config", as_markdown_code(config_yaml))
         self.writer.add_text("overrides", as_markdown_code("\n".join(plan.overrides) or "(none)"))
         self.writer.flush()

@@ -16,7 +16,7 @@ every rank (its ``.metadata`` is written last, after every rank's file), each ra
 files it wrote, rank 0 writes ``checkpoint.json`` (the step, the directory, every file's size
 and SHA-256) atomically and only then removes the previous step's directory. A job killed
 while writing keeps its previous checkpoint; a failed write (a full disk) removes the new
-directory. The plan reads ``checkpoint.json`` (:func:`linkbench.files.usable_checkpoint`) to
+directory. The launcher reads ``checkpoint.json`` (:func:`linkbench.files.find_checkpoint`) to
 know where a ``resume=true`` run continues and that every file is whole before any worker
 loads it. The time is not counted as training time.
 
