@@ -7,6 +7,7 @@ and a crash never destroys the last good copy.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -232,3 +233,21 @@ def set_aside(found: CheckpointFound) -> None:
     if aside.is_dir():
         shutil.rmtree(aside, ignore_errors=True)
     found.damaged.replace(aside)
+
+
+FULL_BELOW_BYTES = 1 << 20  # a disk with less free space is taken as full
+
+
+def disk_full(directory: str | Path, error: BaseException) -> bool:
+    """Whether ``error`` says no space was left (itself or what it was raised from), or the
+    disk holding ``directory`` is (all but) full: torch.save says "iostream error", not
+    ENOSPC."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+            return True
+        cause = cause.__cause__
+    try:
+        return shutil.disk_usage(directory).free < FULL_BELOW_BYTES
+    except OSError:
+        return False

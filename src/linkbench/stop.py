@@ -14,9 +14,7 @@ tells which rank failed first (:mod:`linkbench.launcher.failures`).
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -128,24 +126,6 @@ def peer_left(error: BaseException) -> bool:
     """Whether ``error`` is this rank's collective failing because another rank left: the
     other rank's own failure is the one that matters."""
     return any(words in str(error) for words in PEER_LEFT)
-
-
-FULL_BELOW_BYTES = 1 << 20  # a disk with less free space is taken as full
-
-
-def disk_full(directory: str | Path, error: BaseException) -> bool:
-    """Whether ``error`` says no space was left (itself or what it was raised from), or the
-    disk holding ``directory`` is (all but) full: torch.save says "iostream error", not
-    ENOSPC."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
-            return True
-        cause = cause.__cause__
-    try:
-        return shutil.disk_usage(directory).free < FULL_BELOW_BYTES
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager

@@ -512,8 +512,6 @@ def make_plan(
     if task.trains:
         _check_held_out(config, facts.data, layout.data)
         notes.extend(_scaling_notes(config))
-    env = plan_env(_worker_variables(config), machine.environ)
-    notes.extend(env.warnings(str(config.interconnect.name)))
     _check_emulated(config, facts, nnodes * nproc)
     if backend == "gloo" and config.interconnect.name not in ("auto", "emulated"):
         notes.append(
@@ -541,6 +539,12 @@ def make_plan(
         precision=dataclasses.replace(config.precision, name=precision),
         devices=nproc,
     )
+    schedule = _schedule(config, steps, lr, steps_per_epoch)
+    plain = typed_to_plain(config)
+    # The workers' environment, from what the config asks of NCCL and what this one has.
+    variables = _worker_variables(config)
+    env = plan_env(variables, machine.environ)
+    notes.extend(env.warnings(str(config.interconnect.name)))
     return JobPlan(
         config=config,
         overrides=list(given.texts),
@@ -554,8 +558,8 @@ def make_plan(
         lr=lr,
         env=env,
         notes=notes,
-        plain_config=typed_to_plain(config),
-        schedule=_schedule(config, steps, lr, steps_per_epoch),
+        plain_config=plain,
+        schedule=schedule,
         steps_per_epoch=steps_per_epoch,
         cudnn_benchmark=cudnn,
         flops_per_sample=parts.flops_per_sample if parts is not None else None,

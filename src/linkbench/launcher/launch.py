@@ -30,8 +30,8 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 from linkbench.config.overrides import sets
 from linkbench.config.plan import JobPlan
 from linkbench.errors import ConfigError
-from linkbench.files import rank_error_file, rank_log
-from linkbench.stop import LAUNCHER_PID, disk_full
+from linkbench.files import disk_full, rank_error_file, rank_log
+from linkbench.stop import LAUNCHER_PID
 from linkbench.worker.main import worker_main
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor

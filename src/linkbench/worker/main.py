@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.plan import JobPlan
-from linkbench.files import HARDWARE_FILE, nccl_log, write_json
+from linkbench.files import HARDWARE_FILE, disk_full, nccl_log, write_json
 from linkbench.link.emulated import enter, own_connections
 from linkbench.link.interconnect import apply_env, nccl_environment
 from linkbench.link.topology import gpu_topology, link_warnings, nvidia_smi_topology, versions
@@ -31,7 +31,6 @@ from linkbench.link.transport import nccl_debug_env
 from linkbench.parts.rank import Rank
 from linkbench.stop import (
     STOP_SIGNALS,
-    disk_full,
     peer_left,
     record_failure,
     stop_on_sigterm,
