@@ -1,6 +1,7 @@
 """The metrics a job reports that sweeps compare, in one table every reader takes them from:
 the summary (means and verdicts), summary.csv, the plots, TensorBoard's ``final/*`` and
-``repeats/*`` scalars and HParams columns. A new metric is one entry here.
+``repeats/*`` scalars and HParams columns, and the series rank 0 writes as the job goes (its
+``live`` tag, :mod:`linkbench.worker.metric_log`). A new metric is one entry here.
 
 A metric's ``name`` is its key in ``result.json``'s ``metrics``. Rates and times are
 ``geometric``: their means over runs are geometric and comparisons are ratios of them
@@ -40,6 +41,8 @@ class Metric:
     """The sweep's plot of it (a PNG file name); None: no plot."""
     column: bool = False
     """A column of summary.csv (the headline always is one)."""
+    live: str | None = None
+    """Its TensorBoard series as the job goes (``perf/...``, step by step); None: none."""
 
     @property
     def lower_is_better(self) -> bool:
@@ -48,19 +51,26 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric("samples_per_sec", "samples/s", "higher", True, "samples/s (global)",
-           tag="final/samples_per_sec", per_repeat=True, plot="throughput.png"),
+           tag="final/samples_per_sec", per_repeat=True, plot="throughput.png",
+           live="perf/samples_per_sec"),
     Metric("samples_per_sec_per_device", "samples/s", "higher", True, "samples/s per device",
-           tag="final/samples_per_sec_per_device"),
+           tag="final/samples_per_sec_per_device", live="perf/samples_per_sec_per_device"),
     Metric("step_time_ms", "ms", "lower", True, "time per training step",
-           tag="final/step_time_ms", per_repeat=True, column=True),
+           tag="final/step_time_ms", per_repeat=True, column=True, live="perf/step_time_ms"),
     Metric("epoch_time_s", "s", "lower", True, "time per epoch"),
-    Metric("mfu", "", "higher", False, "model FLOPs utilisation", tag="final/mfu"),
+    Metric("mfu", "", "higher", False, "model FLOPs utilisation", tag="final/mfu",
+           live="perf/mfu"),
     Metric("comm_exposed_ms", "ms", "lower", False, "exposed communication per step",
-           tag="final/comm_exposed_ms"),
+           tag="final/comm_exposed_ms", live="perf/comm_exposed_ms"),
     Metric("comm_fraction", "", "lower", False, "exposed communication / step",
-           tag="final/comm_fraction", plot="comm_fraction.png", column=True),
+           tag="final/comm_fraction", plot="comm_fraction.png", column=True,
+           live="perf/comm_fraction"),
+    # Arithmetic: the projections add it to other times of the step.
+    Metric("compute_step_ms", "ms", None, False, "a step without communication (the probe)",
+           live="perf/compute_step_ms"),
     Metric("busbw_gb_s_peak", "GB/s", "higher", True, "peak all_reduce busbw (GB/s)",
-           tag="final/busbw_gb_s_peak", per_repeat=True, plot="busbw_peak.png"),
+           tag="final/busbw_gb_s_peak", per_repeat=True, plot="busbw_peak.png",
+           live="perf/busbw_gb_s_peak"),
     Metric("link_busbw_gb_s", "GB/s", "higher", True, "emulated link's all_reduce busbw",
            tag="final/link_busbw_gb_s"),
     Metric("node_busbw_gb_s", "GB/s", "higher", True,
@@ -68,9 +78,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("host_to_device_gb_s", "GB/s", "higher", True, "host-to-device copy bandwidth"),
     Metric("final_loss", "", "lower", False, "training loss at the last step",
            tag="final/loss"),
-    Metric("eval_loss", "", "lower", False, "held-out loss", tag="final/eval_loss"),
+    Metric("eval_loss", "", "lower", False, "held-out loss", tag="final/eval_loss",
+           live="eval/loss"),
     Metric("eval_accuracy", "", "higher", False, "held-out top-1 accuracy",
-           tag="final/eval_accuracy"),
+           tag="final/eval_accuracy", live="eval/accuracy"),
+    Metric("max_allocated_gb", "GB", None, False, "peak GPU memory allocated",
+           live="mem/max_allocated_gb"),
+    # Series of the run alone: result.json has no such metric.
+    Metric("loss", "", None, False, "training loss (mean over the logged steps' batches)",
+           live="train/loss"),
+    Metric("lr", "", None, False, "learning rate", live="train/lr"),
 )  # fmt: skip
 BY_NAME = {m.name: m for m in METRICS}
 

@@ -20,23 +20,31 @@ from torch.utils.tensorboard import SummaryWriter
 
 from linkbench.config.plan import JobPlan
 from linkbench.files import RECORD_EVENTS_SUFFIX
-from linkbench.metrics import METRICS, table
+from linkbench.metrics import METRICS, metric, table
 
 # result.json metric -> final/ tag (also an HParams metric column): the built-in ones.
 FINAL_METRICS = {m.name: m.tag for m in METRICS if m.tag}
 # How an override spells "no value" (YAML's null).
 NULLS = ("null", "None", "~")
+
+
+def _series(*names: str) -> list[str]:
+    """The live TensorBoard series of table metrics, as custom-scalar regexes (each whole)."""
+    found = [metric(n) for n in names]
+    return [f"^{m.live}$" for m in found if m is not None and m.live]
+
+
 CUSTOM_SCALARS = {
     "throughput": {
-        "samples/s (global)": ["Multiline", ["perf/samples_per_sec$"]],
-        "samples/s per device": ["Multiline", ["perf/samples_per_sec_per_device"]],
-        "model FLOPs utilisation": ["Multiline", ["perf/mfu"]],
+        "samples/s (global)": ["Multiline", _series("samples_per_sec")],
+        "samples/s per device": ["Multiline", _series("samples_per_sec_per_device")],
+        "model FLOPs utilisation": ["Multiline", _series("mfu")],
         "all_reduce busbw GB/s by log2(bytes)": ["Multiline", ["collectives/all_reduce/busbw"]],
     },
-    "step time": {"ms/step": ["Multiline", ["perf/step_time_ms", "perf/compute_step_ms"]]},
+    "step time": {"ms/step": ["Multiline", _series("step_time_ms", "compute_step_ms")]},
     "communication": {
-        "exposed ms": ["Multiline", ["perf/comm_exposed_ms"]],
-        "fraction of step": ["Multiline", ["perf/comm_fraction"]],
+        "exposed ms": ["Multiline", _series("comm_exposed_ms")],
+        "fraction of step": ["Multiline", _series("comm_fraction")],
     },
 }
 

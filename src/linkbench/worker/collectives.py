@@ -29,6 +29,7 @@ from linkbench.link.emulated import LinkSpec, above_limit, entered
 from linkbench.link.health import health
 from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.worker.board import Board
+from linkbench.worker.metric_log import MetricLog
 from linkbench.worker.task import Task
 from linkbench.worker.timing import WindowTimer
 
@@ -193,7 +194,7 @@ class AllReduce(Task):
             )
         headline = [r for r in rows if r["op"] == str(task.ops[0])]
         best = peak(headline)
-        board.scalars(0, {"perf/busbw_gb_s_peak": best["busbw_gb_s"]})
+        MetricLog.of(board).log(0, {"busbw_gb_s_peak": best["busbw_gb_s"]})
         metrics = {
             "busbw_gb_s_peak": best["busbw_gb_s"],
             "algbw_gb_s_at_peak": best["algbw_gb_s"],

@@ -41,6 +41,7 @@ from linkbench.worker.compile_cache import cache_counters, use_cache
 from linkbench.worker.counters import CounterSampler, combine
 from linkbench.worker.emulated import UplinkCounter
 from linkbench.worker.evaluate import evaluate
+from linkbench.worker.metric_log import MetricLog
 from linkbench.worker.profiling import record_trace
 from linkbench.worker.stepper import Stepper
 from linkbench.worker.task import Task
@@ -122,6 +123,7 @@ class TrainingRun:
 
     def __init__(self, plan: JobPlan, me: Rank, board: Board | None) -> None:
         self.plan, self.me, self.board = plan, me, board
+        self.metric_log = MetricLog.of(board, plan.steps) if board is not None else None
         self.cfg = plan.config
         self.compile_cache = use_cache(plan.compile_cache_dir) if self.cfg.compile else None
         self.stepper, self.batches, self.first, self.flops = _build(plan, me)
@@ -185,33 +187,32 @@ class TrainingRun:
     def _log_step(self, done: int) -> None:
         """Close the timing window, check and all-reduce the loss, log (rank 0)."""
         plan, cfg, me = self.plan, self.cfg, self.me
-        scalars = {"train/lr": plan.lr * plan.schedule.factor(done - 1)}
+        values = {"lr": plan.lr * plan.schedule.factor(done - 1)}
         if done > self.timed_from:
             window = Window(done - self.window_start, self.timer.stop())
             self.windows.append(window)
             self.window_start = done
             samples_per_sec = plan.global_batch / (window.step_ms / 1e3)
             per_device = samples_per_sec / plan.world_size
-            scalars["perf/step_time_ms"] = window.step_ms
-            scalars["perf/samples_per_sec"] = samples_per_sec
-            scalars["perf/samples_per_sec_per_device"] = per_device
+            values["step_time_ms"] = window.step_ms
+            values["samples_per_sec"] = samples_per_sec
+            values["samples_per_sec_per_device"] = per_device
             if self.flops is not None and self.flops.peak_tflops:
-                scalars["perf/mfu"] = self.flops.metrics(per_device)["mfu"]
+                values["mfu"] = self.flops.metrics(per_device)["mfu"]
         _check_finite(float(self.loss_sum), done - self.loss_count + 1, done, me.rank)
         self.stepper.recalibrate_delays()
         # Each data-parallel replica's loss once, from the rank that holds it.
         held = self.loss_sum if me.holds_loss else torch.zeros_like(self.loss_sum)
         self.mean_loss = sum_over_ranks(held, me.device) / (self.loss_count * me.dp_size)
-        scalars["train/loss"] = self.mean_loss
+        values["loss"] = self.mean_loss
         self.loss_sum.zero_()
         self.loss_count = 0
         if me.device.type == "cuda":
-            scalars["mem/max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
+            values["max_allocated_gb"] = torch.cuda.max_memory_allocated(me.device) / 1e9
         if cfg.debug.log_delay_ms:
             time.sleep(cfg.debug.log_delay_ms / 1e3)  # stands for a slow file system
-        if self.board is not None:
-            self.board.scalars(done, scalars)
-            _log_progress(done, self.plan.steps, scalars)
+        if self.metric_log is not None:
+            self.metric_log.log(done, values)
             timed_ms = sum(w.ms for w in self.windows)
             partial = summarize(plan, self.windows, timed_ms, self.mean_loss, self.flops)
             write_json(Path(plan.job_dir) / METRICS_FILE, {"step": done, "metrics": partial})
@@ -219,9 +220,9 @@ class TrainingRun:
     def evaluate(self, done: int) -> dict[str, float]:
         """Evaluate on the held-out split (between timing windows); rank 0 logs it."""
         found = evaluate(self.stepper, self.plan, self.me)
-        if self.board is not None:
-            self.board.scalars(
-                done, {"eval/loss": found["eval_loss"], "eval/accuracy": found["eval_accuracy"]}
+        if self.metric_log is not None:
+            self.metric_log.log(
+                done, {"eval_loss": found["eval_loss"], "eval_accuracy": found["eval_accuracy"]}
             )
             log.info(
                 "step %d/%d  eval loss %.4f  accuracy %.2f%% of %d held-out samples", done,
@@ -328,16 +329,6 @@ def _say_if_long(step_s: float, done: int, steps: int, log_every: int) -> None:
     )  # fmt: skip
 
 
-def _log_progress(done: int, steps: int, scalars: dict[str, float]) -> None:
-    line = f"step {done}/{steps}  loss {scalars['train/loss']:.4f}  lr {scalars['train/lr']:.4g}"
-    if "perf/samples_per_sec" in scalars:
-        line += (
-            f"  {scalars['perf/samples_per_sec']:,.1f} samples/s"
-            f"  {scalars['perf/step_time_ms']:.2f} ms/step"
-        )
-    log.info(line)
-
-
 class Train(Task):
     """``task=train`` at run time (its option: :class:`linkbench.config.tasks.TrainTask`)."""
 
@@ -370,7 +361,8 @@ class Train(Task):
             metrics.update(crossing.pop("metrics"))
         if "comm_exposed_ms" in metrics:
             shown = ("comm_exposed_ms", "comm_fraction", "compute_step_ms")
-            board.scalars(plan.steps, {f"perf/{key}": metrics[key] for key in shown})
+            assert run.metric_log is not None  # rank 0's, as the board is
+            run.metric_log.log(plan.steps, {key: metrics[key] for key in shown})
         board.scalars(plan.steps, hw_scalars(hw))
         out = {"metrics": metrics, "timeline": run.timeline, "hw": hw}
         if crossing:
