@@ -463,3 +463,24 @@ def test_planning_decides_from_the_facts_and_touches_no_file(compose_config, tmp
     facts = Facts(CPU, emulation_problem="interconnect=emulated could not make a namespace.")
     with pytest.raises(ConfigError, match="could not make a namespace"):
         make_plan(config, str(job_dir), given, facts)
+
+
+@pytest.mark.parametrize("interconnect", ["pcie", "emulated"])
+def test_a_rerun_yaml_of_the_shared_keys_layout_still_plans(compose_config, tmp_path, interconnect):
+    """Before each data and interconnect option had its own keys, every rerun.yaml carried
+    them all (data.root: null for data=digits, interconnect.rate_gbit_s: null for pcie), where
+    they did nothing: such a file plans as it did, those keys dropped; the option's own kept."""
+    plan = plan_job(
+        compose_config(["data=digits", f"interconnect={interconnect}"]), str(tmp_path), [], CPU
+    )
+    old = plan.resolved_config()
+    old["data"] |= {"root": None, "download": False, "size": 10_000, "eval_size": 1_000}
+    old["interconnect"] = {
+        "rate_gbit_s": None, "delay_ms": 0.0, "jitter_ms": 0.0, "nodes": None,
+        **old["interconnect"],
+    }  # fmt: skip
+    again = plan_job(old, str(tmp_path), [], CPU)
+    assert again.config.data == plan.config.data
+    assert again.config.interconnect == plan.config.interconnect
+    with pytest.raises(ConfigError, match=r"interconnect\.mtu is not a key"):
+        plan_job({**old, "interconnect": {**old["interconnect"], "mtu": 9000}}, "x", [], CPU)

@@ -18,6 +18,7 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBas
 
 from linkbench.config.checks import require
 from linkbench.config.data import FORMER_KEYS, DataConfig
+from linkbench.config.groups import FORMER_LINK_KEYS
 from linkbench.config.hydra_errors import sentence
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides, key_hint
@@ -73,24 +74,29 @@ def _options_of(cfg: DictConfig | Mapping[str, Any]) -> dict[str, type]:
     return chosen
 
 
-def _without_former_data_keys(
-    cfg: DictConfig | Mapping[str, Any], option: type | None
+def _without_former_keys(
+    cfg: DictConfig | Mapping[str, Any], chosen: Mapping[str, type]
 ) -> DictConfig | Mapping[str, Any]:
-    """``cfg`` without the data keys its option has none of that every data option had
-    before each had its own (:data:`~linkbench.config.data.FORMER_KEYS`): a rerun.yaml
-    written then carries them all, and for this option they did nothing."""
-    node = cfg.get("data")
-    if option is None or option is DataConfig or not isinstance(node, Mapping | DictConfig):
-        return cfg
-    own = {f.name for f in dataclasses.fields(option)}
-    former = [key for key in FORMER_KEYS if key in node and key not in own]
+    """``cfg`` without the keys its data and interconnect options have none of that every
+    option of their group had before each had its own (:data:`linkbench.config.data.FORMER_KEYS`,
+    :data:`linkbench.config.groups.FORMER_LINK_KEYS`): a rerun.yaml written then carries them
+    all, and for this option they did nothing (an outside data option keeps its own)."""
+    former: dict[str, list[str]] = {}
+    for group, keys in (("data", FORMER_KEYS), ("interconnect", FORMER_LINK_KEYS)):
+        node, option = cfg.get(group), chosen.get(group)
+        if option is None or option is DataConfig or not isinstance(node, Mapping | DictConfig):
+            continue
+        own = {f.name for f in dataclasses.fields(option)}
+        if found := [key for key in keys if key in node and key not in own]:
+            former[group] = found
     if not former:
         return cfg
     cfg = copy.deepcopy(cfg)
-    data = cfg["data"]
-    with open_dict(data) if isinstance(data, DictConfig) else contextlib.nullcontext():
-        for key in former:
-            del data[key]
+    for group, dropped in former.items():
+        node = cfg[group]
+        with open_dict(node) if isinstance(node, DictConfig) else contextlib.nullcontext():
+            for key in dropped:
+                del node[key]
     return cfg
 
 
@@ -101,7 +107,7 @@ def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
     is merged into the schema first (its task and strategy into their options'
     dataclasses), so its types are checked the same way."""
     chosen = _options_of(cfg)
-    cfg = _without_former_data_keys(cfg, chosen.get("data"))
+    cfg = _without_former_keys(cfg, chosen)
     unknown = _unknown_keys(cfg, Config, chosen=chosen)
     require(
         not unknown,

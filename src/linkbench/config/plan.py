@@ -22,7 +22,6 @@ from linkbench.config.checks import require
 from linkbench.config.choices import (
     DEFAULT_STEPS,
     BackendName,
-    InterconnectName,
     PrecisionName,
     ScalingRule,
     WarmupFrom,
@@ -370,8 +369,8 @@ def _worker_variables(config: Config) -> dict[str, str]:
 def _check_emulated(config: Config, facts: Facts, ranks: int) -> None:
     """interconnect=emulated makes its ranks' namespaces itself, on this host, as root, at a
     rate its link probe can measure for this job's ``ranks`` within its time."""
-    arm = config.interconnect
-    if arm.name != InterconnectName.emulated:
+    arm = config.interconnect.link()
+    if arm is None:
         return
     nodes = arm.nodes
     require(
@@ -489,7 +488,8 @@ def make_plan(
     config = _moved_ddp_settings(config, notes)
     config.strategy.check(config)  # its own keys, before the layout they make
     layout = _layout(config, nnodes * nproc)
-    nodes = config.interconnect.nodes if config.interconnect.name == "emulated" else nnodes
+    link = config.interconnect.link()
+    nodes = link.nodes if link is not None else nnodes
     strategy = config.strategy.resolve(config, nodes or nnodes, layout.data)
     config = dataclasses.replace(config, strategy=strategy)
     task = config.task.spec()

@@ -1,5 +1,6 @@
 """The schema's registration in Hydra's ConfigStore: :class:`~linkbench.config.schema.Config`
-as ``linkbench_schema``, every task, strategy and data option under its group and name, and ``auto``
+as ``linkbench_schema``, every task, strategy and data option and the emulated interconnect
+under its group and name, and ``auto``
 (``model=auto``, ``precision=auto``), which the plan resolves for the machine it plans for.
 The one module that knows every option: it imports the schema and the options' modules,
 none of which imports it."""
@@ -12,7 +13,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from linkbench.config.data import DATA
-from linkbench.config.groups import ModelConfig, PrecisionConfig
+from linkbench.config.groups import INTERCONNECTS, ModelConfig, PrecisionConfig
 from linkbench.config.schema import Config
 from linkbench.config.strategies import STRATEGIES
 from linkbench.config.tasks import TASKS
@@ -22,8 +23,9 @@ from linkbench.errors import ConfigError
 def options() -> dict[str, dict[str, type]]:
     """The options of the groups whose options are dataclasses of their own: group -> name
     -> the option's dataclass (:mod:`linkbench.config.tasks`, :mod:`.strategies`,
-    :mod:`.data`)."""
-    return {"task": TASKS, "strategy": STRATEGIES, "data": DATA}
+    :mod:`.data`, and the interconnect's with settings of their own,
+    :data:`~linkbench.config.groups.INTERCONNECTS`)."""
+    return {"task": TASKS, "strategy": STRATEGIES, "data": DATA, "interconnect": INTERCONNECTS}
 
 
 def register_schema() -> None:

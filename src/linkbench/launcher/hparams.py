@@ -69,8 +69,7 @@ def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
         if hasattr(c.strategy, key):
             value = getattr(c.strategy, key)
             values[f"strategy.{key}"] = float(value) if key == "bucket_cap_mb" else value
-    if c.interconnect.name == "emulated":
-        arm = c.interconnect
+    if (arm := c.interconnect.link()) is not None:
         values.update(
             {
                 "interconnect.rate_gbit_s": arm.rate_gbit_s,

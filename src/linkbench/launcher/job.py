@@ -28,7 +28,6 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 from linkbench.analysis.phases import job_line
-from linkbench.config.choices import InterconnectName
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides, override_texts
 from linkbench.config.plan import JobPlan
@@ -231,11 +230,10 @@ def _counters(network: Network) -> list[dict[str, Any]]:
 def emulated_network(plan: JobPlan) -> Iterator[tuple[JobPlan, Network | None]]:
     """interconnect=emulated: a fresh network for the run, removed when it ends in any way;
     yields the run's plan with its link, and the network (None for other arms)."""
-    arm = plan.config.interconnect
-    if arm.name != InterconnectName.emulated:
+    arm = plan.config.interconnect.link()
+    if arm is None:
         yield plan, None
         return
-    assert arm.rate_gbit_s is not None  # the schema requires it for this arm
     spec = new_spec(arm.rate_gbit_s, arm.delay_ms, arm.jitter_ms, plan.nproc_per_node, arm.nodes)
     with Network(spec) as network:
         for line in network.stale:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from linkbench.config.choices import InterconnectName
 from linkbench.config.data import DataFound
 from linkbench.config.facts import Facts
 from linkbench.config.machine import Machine
@@ -27,9 +26,9 @@ from linkbench.link.netns import emulation_problem
 def gather_facts(config: Config, job_dir: Path | None, machine: Machine) -> Facts:
     """What ``config`` needs known before it is planned, read only. Without a ``job_dir``
     (the sweeper checking a configuration before its job exists) no checkpoint is looked for."""
-    arm = config.interconnect
+    arm = config.interconnect.link()
     emulation = None
-    if arm.name == InterconnectName.emulated and machine.outside is None:
+    if arm is not None and machine.outside is None:
         emulation = emulation_problem(delay=bool(arm.delay_ms or arm.jitter_ms))
     return Facts(
         machine=machine,
