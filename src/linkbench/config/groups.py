@@ -27,7 +27,7 @@ from linkbench.config.choices import (
     Transport,
     WarmupFrom,
 )
-from linkbench.link.emulated import rate_problem
+from linkbench.link.emulated import NCCL_LINK_ONLY, rate_problem
 
 
 @dataclass
@@ -68,15 +68,7 @@ class EmulatedInterconnect(InterconnectConfig):
         "NET/Socket transport (P2P, SHM, IB and NVLS off). Needs root; see docs/emulated.md."
     )
     expected_transport: Transport = Transport.NET
-    env: dict[str, str] = field(
-        default_factory=lambda: {
-            "NCCL_P2P_DISABLE": "1",
-            "NCCL_SHM_DISABLE": "1",
-            "NCCL_IB_DISABLE": "1",
-            "NCCL_NVLS_ENABLE": "0",
-            "NCCL_NET": "Socket",
-        }
-    )
+    env: dict[str, str] = field(default_factory=lambda: dict(NCCL_LINK_ONLY))
     rate_gbit_s: float = 1.0
     """Each rank's link (each node's uplink), each direction, in Gbit/s (1e9 bits/s)."""
     delay_ms: float = 0.0

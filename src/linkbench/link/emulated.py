@@ -120,7 +120,8 @@ def _duration(seconds: float) -> str:
 
 
 # What keeps NCCL's traffic on the emulated link: every other transport off, sockets only
-# (linkbench.config.groups.EmulatedInterconnect sets them; an override that undoes one leaves the link).
+# (interconnect=emulated sets them, linkbench.config.groups.EmulatedInterconnect; an override
+# that undoes one leaves the link).
 NCCL_LINK_ONLY = {
     "NCCL_P2P_DISABLE": "1",
     "NCCL_SHM_DISABLE": "1",
