@@ -52,12 +52,13 @@ def compose_config() -> Iterator:
 
 
 def job_plan(*args, **kwargs):
-    """A job's plan as the launcher makes it (plan_job): with the runtime classes of the
-    job's task, strategy and data resolved (``plan.runtime``), so the plan can be run."""
+    """A job's first run as the launcher plans it (plan_job, then ``.run()``): with the
+    runtime classes of the job's task, strategy and data resolved (``plan.runtime``), so the
+    workers can run it."""
     from linkbench.launcher.planning import plan_job
     from linkbench.worker.runtime import runtime_of
 
-    return plan_job(*args, **kwargs, runtime_of=runtime_of)
+    return plan_job(*args, **kwargs, runtime_of=runtime_of).run()
 
 
 def load_result(job_dir: Path) -> dict:

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import pytest
-import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
+from linkbench.config.groups import INTERCONNECTS
 from linkbench.errors import ConfigError
 from linkbench.link.interconnect import plan_env
 
 from ..conftest import CONF
 
-ARMS = sorted(p.stem for p in (CONF / "interconnect").glob("*.yaml"))
+# The NCCL arms are YAML files; the emulated link, which has settings, is a dataclass.
+ARMS = sorted([*(p.stem for p in (CONF / "interconnect").glob("*.yaml")), *INTERCONNECTS])
 
 
 def arm(name: str) -> dict:
-    return yaml.safe_load((CONF / "interconnect" / f"{name}.yaml").read_text())
+    """The arm's node as run.py composes it."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=[f"interconnect={name}"])
+    found = OmegaConf.to_container(cfg.interconnect, resolve=True)
+    assert isinstance(found, dict)
+    return found
 
 
 def test_arms_are_the_documented_five():

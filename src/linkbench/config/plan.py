@@ -78,8 +78,6 @@ class JobPlan:
     resolved_runtime: Runtime | None = None
     """The runtime classes of the task, the strategy and the data (make_plan's ``runtime_of``; None
     for a plan made without one, which nothing can run: :attr:`runtime`)."""
-    repeat: int = 0
-    """Which of the job's ``repeats`` this plan runs (0-based)."""
     nnodes: int = 1
     """Nodes of the world (more than 1 only under an outside launcher)."""
     in_place: bool = False
@@ -98,9 +96,6 @@ class JobPlan:
     ``parts_check`` (None without one)."""
     resume_step: int | None = None
     """With ``resume=true``: the step of the checkpoint the job continues from."""
-    link: LinkSpec | None = None
-    """interconnect=emulated: the network of the run in progress (the launcher makes one
-    for each run, :mod:`linkbench.link.netns`)."""
 
     @property
     def runtime(self) -> Runtime:
@@ -142,11 +137,11 @@ class JobPlan:
         assert self.config.untimed_steps is not None
         return self.config.untimed_steps
 
-    @property
-    def log_dir(self) -> Path:
-        """Per-rank logs: ``<job>/logs``, or ``<job>/logs/repeat<N>`` for later repeats."""
-        logs = Path(self.job_dir) / LOG_DIR
-        return logs if self.repeat == 0 else logs / f"repeat{self.repeat}"
+    def run(self, repeat: int = 0) -> RunPlan:
+        """The plan of one of the job's runs (its ``repeats``, 0-based)."""
+        return RunPlan(
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(JobPlan)}, repeat=repeat
+        )
 
     def resolved_config(self) -> dict[str, Any]:
         """The config as plain data, with this machine's choices pinned (for rerun.yaml):
@@ -572,6 +567,19 @@ def make_plan(
     )
 
 
-def with_repeat(plan: JobPlan, repeat: int) -> JobPlan:
-    """The plan of one of the job's repeats."""
-    return dataclasses.replace(plan, repeat=repeat)
+@dataclass(frozen=True)
+class RunPlan(JobPlan):
+    """One run of a planned job, what the workers run: the job's plan, and what belongs to
+    this run alone."""
+
+    repeat: int = 0
+    """Which of the job's ``repeats`` this is (0-based)."""
+    link: LinkSpec | None = None
+    """interconnect=emulated: this run's network (the launcher makes one for each run,
+    :mod:`linkbench.link.netns`)."""
+
+    @property
+    def log_dir(self) -> Path:
+        """Per-rank logs: ``<job>/logs``, or ``<job>/logs/repeat<N>`` for later repeats."""
+        logs = Path(self.job_dir) / LOG_DIR
+        return logs if self.repeat == 0 else logs / f"repeat{self.repeat}"

@@ -30,7 +30,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from linkbench.analysis.phases import job_line
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides, override_texts
-from linkbench.config.plan import JobPlan
+from linkbench.config.plan import JobPlan, RunPlan
 from linkbench.config.runtime import TaskRuntime
 from linkbench.errors import ConfigError, DiskFull, JobFailed, JobInterrupted, end, refuse
 from linkbench.files import (
@@ -70,7 +70,7 @@ logging.raiseExceptions = False
 
 
 def _failure_message(
-    error: ChildFailedError, plan: JobPlan, memory: MemoryWatch
+    error: ChildFailedError, plan: RunPlan, memory: MemoryWatch
 ) -> tuple[int, str]:
     """The rank that failed first, and a message naming it, its error and its log, then the
     exit codes of the other ranks the launcher saw fail. A rank killed from outside is said
@@ -89,7 +89,7 @@ def _failure_message(
     return rank, message
 
 
-def check_transport(plan: JobPlan, link: dict[str, Any] | None = None) -> dict[str, Any]:
+def check_transport(plan: RunPlan, link: dict[str, Any] | None = None) -> dict[str, Any]:
     """Verify the transport from the NCCL logs the workers left (NCCL_DEBUG_FILE or stdout)
     and, on an emulated link, from the workers' own sockets and the link's counters."""
     summary = parse_files(_nccl_files(plan)) if plan.backend == "nccl" else None
@@ -112,19 +112,19 @@ def check_transport(plan: JobPlan, link: dict[str, Any] | None = None) -> dict[s
     return transport
 
 
-def _nccl_files(plan: JobPlan) -> list[Path]:
+def _nccl_files(plan: RunPlan) -> list[Path]:
     """The NCCL logs the workers left: NCCL_DEBUG_FILE's, else the ranks' stdout."""
     return sorted(plan.log_dir.glob(NCCL_LOGS)) or sorted(plan.log_dir.glob(RANK_LOGS))
 
 
-def _nccl_lines(plan: JobPlan) -> Iterator[str]:
+def _nccl_lines(plan: RunPlan) -> Iterator[str]:
     """Every line of the NCCL logs the workers left, one rank's file after another."""
     for path in _nccl_files(plan):
         with open(path, errors="replace") as file:
             yield from file
 
 
-def nccl_uplinks(plan: JobPlan, per_step: dict[str, Any]) -> dict[str, float]:
+def nccl_uplinks(plan: RunPlan, per_step: dict[str, Any]) -> dict[str, float]:
     """An emulated cluster on NCCL: each uplink's bytes predicted from the rings, trees and
     per-call choices in NCCL's own log (:mod:`linkbench.link.nccl_bytes`), set beside what
     its counters saw; the busiest's, and the bytes that stay inside a node, as metrics (none,
@@ -227,7 +227,7 @@ def _counters(network: Network) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def emulated_network(plan: JobPlan) -> Iterator[tuple[JobPlan, Network | None]]:
+def emulated_network(plan: RunPlan) -> Iterator[tuple[RunPlan, Network | None]]:
     """interconnect=emulated: a fresh network for the run, removed when it ends in any way;
     yields the run's plan with its link, and the network (None for other arms)."""
     arm = plan.config.interconnect.link()
@@ -262,7 +262,7 @@ def _run_other_rank(
     for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
         root.removeHandler(handler)  # rank 0 alone writes the job's log file
     # rank 0 checked the parts
-    worker_main(plan_job(cfg, job_dir, overrides, machine, runtime_of=runtime_of))
+    worker_main(plan_job(cfg, job_dir, overrides, machine, runtime_of=runtime_of).run())
     return 0.0
 
 

@@ -28,7 +28,7 @@ from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from linkbench.config.overrides import sets
-from linkbench.config.plan import JobPlan
+from linkbench.config.plan import RunPlan
 from linkbench.errors import ConfigError
 from linkbench.files import disk_full, rank_error_file, rank_log
 from linkbench.stop import LAUNCHER_PID
@@ -91,7 +91,7 @@ def _keep_previous_attempt(log_dir: Path) -> None:
 STANDARD_START_METHODS = (None, "fork", "spawn", "forkserver")
 
 
-def launch(plan: JobPlan, show_rank0: bool = True) -> dict[int, Any]:
+def launch(plan: RunPlan, show_rank0: bool = True) -> dict[int, Any]:
     """Run :func:`worker_main` on every rank; returns {rank: return value}.
 
     Raises ``ChildFailedError`` when a worker fails; the launcher then stops the others.

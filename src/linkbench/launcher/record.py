@@ -26,7 +26,7 @@ from linkbench.analysis.phases import add, durations
 from linkbench.analysis.trace import analyse as analyse_traces
 from linkbench.analysis.trace import with_untraced
 from linkbench.config.overrides import JobOverrides
-from linkbench.config.plan import JobPlan, with_repeat
+from linkbench.config.plan import JobPlan, RunPlan
 from linkbench.files import (
     HARDWARE_FILE,
     MANIFEST_FILE,
@@ -173,10 +173,10 @@ class JobRecord:
         if plan.resume_step is not None:
             self.fields["resumed_from_step"] = plan.resume_step
 
-    def current_run(self) -> JobPlan:
+    def current_run(self) -> RunPlan:
         """The plan of the run in progress (the next one to add)."""
         assert self.plan is not None
-        return with_repeat(self.plan, len(self.runs))
+        return self.plan.run(len(self.runs))
 
     def add_run(self, metrics: dict[str, Any], returned: dict[str, Any]) -> None:
         """A finished run's metrics and the other values rank 0 returned."""

@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
-from linkbench.config.plan import JobPlan
+from linkbench.config.plan import RunPlan
 
 
 def as_markdown_code(text: str) -> str:
@@ -48,7 +48,7 @@ def hardware_markdown(hardware: dict[str, Any]) -> str:
 class Board:
     """Rank 0's TensorBoard writer for one job; silent for repeats after the first."""
 
-    def __init__(self, plan: JobPlan) -> None:
+    def __init__(self, plan: RunPlan) -> None:
         self.writer = None
         if plan.repeat > 0:
             return

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from linkbench.config.plan import JobPlan
+from linkbench.config.plan import JobPlan, RunPlan
 from linkbench.config.tasks import AllReduceTask
 from linkbench.files import COLLECTIVES_CSV, RESULT_FILE
 from linkbench.link.bandwidth import bandwidths_gb_s
@@ -158,7 +158,7 @@ class AllReduce(Task):
     :class:`linkbench.config.tasks.AllReduceTask`)."""
 
     @classmethod
-    def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+    def run(cls, plan: RunPlan, me: Rank, board: Board | None) -> dict[str, Any]:
         """Time every op at every size; rank 0 (``board`` given) writes CSV and TensorBoard."""
         task = plan.config.task
         assert isinstance(task, AllReduceTask) and task.max_bytes is not None  # planned

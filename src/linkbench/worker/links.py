@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from linkbench.config.plan import JobPlan
+from linkbench.config.plan import RunPlan
 from linkbench.config.tasks import LinksTask
 from linkbench.files import LINKS_CSV, RESULT_FILE
 from linkbench.parts.rank import Rank
@@ -182,7 +182,7 @@ class Links(Task):
     """``task=links`` at run time (its option: :class:`linkbench.config.tasks.LinksTask`)."""
 
     @classmethod
-    def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+    def run(cls, plan: RunPlan, me: Rank, board: Board | None) -> dict[str, Any]:
         """``task=links`` on rank 0 over every visible GPU; the other ranks wait."""
         task = plan.config.task
         assert isinstance(task, LinksTask)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from linkbench.config.plan import JobPlan
+from linkbench.config.plan import RunPlan
 from linkbench.files import HARDWARE_FILE, disk_full, nccl_log, write_json
 from linkbench.link.emulated import enter, own_connections
 from linkbench.link.interconnect import apply_env, nccl_environment
@@ -55,7 +55,7 @@ def _setup_logging() -> None:
     )
 
 
-def _setup_device(plan: JobPlan, local_rank: int) -> torch.device:
+def _setup_device(plan: RunPlan, local_rank: int) -> torch.device:
     if plan.device_type == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -80,7 +80,7 @@ class HardwareDescription:
     thread while the task runs: NVML and ``nvidia-smi topo -m`` take seconds the first step
     need not wait for. Every rank takes part in the collective gather at construction."""
 
-    def __init__(self, plan: JobPlan, me: Rank) -> None:
+    def __init__(self, plan: RunPlan, me: Rank) -> None:
         self.plan = plan
         mine = {"host": socket.gethostname(), "uuid": _gpu_uuid(me.device)}
         everyone: list[Any] = [None] * me.world_size
@@ -125,7 +125,7 @@ def _first_to_go_when_memory_runs_out() -> None:
         Path("/proc/self/oom_score_adj").write_text(str(OOM_SCORE_ADJ))
 
 
-def worker_main(plan: JobPlan) -> dict[str, Any]:
+def worker_main(plan: RunPlan) -> dict[str, Any]:
     """Run the job's task on this rank; rank 0 returns the job's results, the others {}."""
     phases.reset()
     phases.mark("process_start")

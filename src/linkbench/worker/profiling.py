@@ -20,7 +20,7 @@ from torch._C._profiler import _ExperimentalConfig
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from linkbench.config.choices import ProfileName
-from linkbench.config.plan import JobPlan
+from linkbench.config.plan import RunPlan
 from linkbench.files import trace_path
 from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
@@ -29,7 +29,7 @@ WARMUP_STEPS = 1  # the profiler's own start-up, not recorded
 KINETO_QUIET = 6  # above every level Kineto prints at (ERROR is 3, its stage marks 4-5)
 
 
-def record_trace(stepper: Stepper, plan: JobPlan, me: Rank) -> Path | None:
+def record_trace(stepper: Stepper, plan: RunPlan, me: Rank) -> Path | None:
     """Profile ``profile.steps`` more steps on this rank; returns the trace's path."""
     options = plan.config.profile
     if options.name != ProfileName.trace or plan.repeat > 0:

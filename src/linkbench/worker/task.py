@@ -26,7 +26,7 @@ from linkbench.files import RESULT_FILE
 from linkbench.metrics import Metric, register
 
 if TYPE_CHECKING:
-    from linkbench.config.plan import JobPlan
+    from linkbench.config.plan import JobPlan, RunPlan
     from linkbench.parts.rank import Rank
     from linkbench.worker.board import Board
 
@@ -51,7 +51,7 @@ class Task:
         note_untrained(cls.trains, config, notes)
 
     @classmethod
-    def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+    def run(cls, plan: RunPlan, me: Rank, board: Board | None) -> dict[str, Any]:
         """The measurement on this rank; rank 0 (``board`` given) returns its fields."""
         raise NotImplementedError
 

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from linkbench.config.choices import PrecisionName
-from linkbench.config.plan import JobPlan
+from linkbench.config.plan import RunPlan
 from linkbench.config.schema import Config
 from linkbench.files import METRICS_FILE, RESULT_FILE, write_json
 from linkbench.link.crossing import PREDICTED_BACKENDS, attach, node_bytes, uplink_bytes
@@ -65,7 +65,7 @@ class Window:
 
 
 def summarize(
-    plan: JobPlan,
+    plan: RunPlan,
     windows: list[Window],
     timed_ms: float,
     final_loss: float,
@@ -95,7 +95,7 @@ def summarize(
     return metrics
 
 
-def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | None]:
+def _build(plan: RunPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | None]:
     """The rank's model in its execution mode, its batches, the step it starts after (0, or
     the checkpoint's when resuming); rank 0 also gets the FLOPs of a sample."""
     cfg, device = plan.config, me.device
@@ -121,7 +121,7 @@ def _build(plan: JobPlan, me: Rank) -> tuple[Stepper, Batches, int, FlopRate | N
 class TrainingRun:
     """One rank's pass over the job's steps: timing windows, logging steps, checkpoints."""
 
-    def __init__(self, plan: JobPlan, me: Rank, board: Board | None) -> None:
+    def __init__(self, plan: RunPlan, me: Rank, board: Board | None) -> None:
         self.plan, self.me, self.board = plan, me, board
         self.metric_log = MetricLog.of(board, plan.steps) if board is not None else None
         self.cfg = plan.config
@@ -260,7 +260,7 @@ class TrainingRun:
         return combine(hw)
 
 
-def uplinks_per_step(run: TrainingRun, plan: JobPlan) -> dict[str, Any]:
+def uplinks_per_step(run: TrainingRun, plan: RunPlan) -> dict[str, Any]:
     """On an emulated link: each node's uplink bytes per timed step, seen by its interface
     counters, beside what the strategy's collectives must send through it (gloo's
     algorithms, :mod:`linkbench.link.crossing`; NCCL's are read from its log by the
@@ -333,7 +333,7 @@ class Train(Task):
     """``task=train`` at run time (its option: :class:`linkbench.config.tasks.TrainTask`)."""
 
     @classmethod
-    def run(cls, plan: JobPlan, me: Rank, board: Board | None) -> dict[str, Any]:
+    def run(cls, plan: RunPlan, me: Rank, board: Board | None) -> dict[str, Any]:
         """Run the job's steps on this rank; rank 0 returns the job's metrics and timeline."""
         cfg = plan.config
         run = TrainingRun(plan, me, board)
