@@ -484,3 +484,21 @@ def test_a_rerun_yaml_of_the_shared_keys_layout_still_plans(compose_config, tmp_
     assert again.config.interconnect == plan.config.interconnect
     with pytest.raises(ConfigError, match=r"interconnect\.mtu is not a key"):
         plan_job({**old, "interconnect": {**old["interconnect"], "mtu": 9000}}, "x", [], CPU)
+
+
+def test_each_run_has_a_plan_of_its_own(compose_config, tmp_path):
+    """The job's plan holds what every run shares; what belongs to one run (its repeat, its
+    emulated link, its log directory) is the run's plan, made from it."""
+    import dataclasses
+
+    from linkbench.config.plan import JobPlan, RunPlan
+    from linkbench.link.emulated import LinkSpec
+
+    plan = plan_job(compose_config(), str(tmp_path), [], CPU)
+    assert type(plan) is JobPlan
+    assert not {"repeat", "link"} & {f.name for f in dataclasses.fields(JobPlan)}
+    first, third = plan.run(), plan.run(2)
+    assert isinstance(third, RunPlan) and third.config is plan.config and third.repeat == 2
+    assert first.log_dir == tmp_path / "logs" and third.log_dir == tmp_path / "logs" / "repeat2"
+    linked = dataclasses.replace(third, link=LinkSpec("0123abcd", 1.0, 0.0, 0.0, 2))
+    assert linked.link is not None and third.link is None and plan.run(2) == third

@@ -1,11 +1,15 @@
-"""From a composed config to a checked, resolved job plan, against the machine it runs on.
+"""From a composed config to a checked, resolved job plan, against the facts of the machine
+it runs on.
 
-:func:`make_plan` runs in the launching process before any worker starts. It turns the
-composed config into the typed :class:`~linkbench.config.schema.Config` (whose fields check
-their own ranges), resolves ``auto`` choices against the machine, derives the global batch
-and the scaled learning rate, and turns every combination the machine cannot run into a
-:class:`~linkbench.errors.ConfigError` whose one sentence names the key and the fix.
-The plan is a picklable value handed to every worker.
+:func:`job_config` turns the composed config into the typed
+:class:`~linkbench.config.schema.Config` (whose fields check their own ranges), with ``auto``
+choices resolved for the machine. :func:`make_plan` runs in the launching process before any
+worker starts and decides from that config and the :class:`~linkbench.config.facts.Facts` the
+launcher gathered (:mod:`linkbench.launcher.planning`), reading and writing no file: it
+derives the global batch and the scaled learning rate, and turns every combination the
+machine cannot run into a :class:`~linkbench.errors.ConfigError` whose one sentence names the
+key and the fix. The plan is a picklable value; each run of it (:class:`RunPlan`) is handed to
+every worker.
 """
 
 from __future__ import annotations
@@ -226,13 +230,12 @@ def _check_machine(config: Config, world_size: int) -> None:
 
 
 def _resolve_budget(
-    config: Config, train_size: int | None, replicas: int, notes: list[str]
+    config: Config, size: int | None, replicas: int, notes: list[str]
 ) -> tuple[Config, int | None]:
     """The config with ``steps`` made from ``epochs`` or ``samples`` when either is set, and
     the steps of one epoch where the data has a size. An epoch is what a DistributedSampler
     dropping the last partial batch gives: each data-parallel replica's share of the data in
-    whole batches."""
-    size = train_size
+    whole batches. ``size``: the training split's samples, where the data has a size."""
     per_epoch = (size // replicas) // config.batch if size is not None else None
     require(
         per_epoch != 0,
@@ -279,11 +282,11 @@ def _check_held_out(config: Config, found: DataFound, replicas: int) -> None:
 
 
 def _with_class_count(
-    config: Config, classes: int | None, given: JobOverrides, notes: list[str]
+    config: Config, found: int | None, given: JobOverrides, notes: list[str]
 ) -> Config:
-    """The config with ``data.num_classes`` the data's own count (an image folder's class
-    folders): the one count the model's head, the labels and the FLOP count all read."""
-    found = classes
+    """The config with ``data.num_classes`` the data's own count (``found``: an image
+    folder's class folders): the one count the model's head, the labels and the FLOP count
+    all read."""
     if found is None or found == config.data.num_classes:
         return config
     if "data.num_classes" in given.settings:
@@ -446,7 +449,7 @@ def job_config(cfg: DictConfig | Config, given: JobOverrides, machine: Machine) 
     require(
         AUTO not in (config.model.name, config.precision.name),
         "model=auto and precision=auto are resolved from a composed config (a DictConfig); "
-        "pass that to make_plan, or name the options.",
+        "pass that to plan_job or job_config, or name the options.",
     )
     return config
 
