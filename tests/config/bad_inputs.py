@@ -149,7 +149,17 @@ CASES: list[Case] = [
     _c("interconnect.nodes=two", "interconnect=emulated", "interconnect.nodes=two"),
     _c("interconnect.nodes=3", "interconnect=emulated", "devices=4", "interconnect.nodes=3"),
     _c("interconnect.nodes=4", "interconnect=emulated", "interconnect.nodes=4"),
-    _c("interconnect.nodes=2", "interconnect=pcie", "interconnect.nodes=2"),
+    # The link's settings are interconnect=emulated's own keys: another arm has none.
+    _c(
+        "interconnect.nodes is not a key of interconnect=pcie; interconnect=emulated has it",
+        "interconnect=pcie",
+        "interconnect.nodes=2",
+    ),
+    _c(
+        "interconnect.delay_ms is not a key of interconnect=socket",
+        "interconnect=socket",
+        "interconnect.delay_ms=5",
+    ),
     _c("strategy=hsdp", "strategy=hsdp"),
     _c("strategy=hsdp", "strategy=hsdp", "interconnect=emulated"),
     _c("strategy.replicas=1", "strategy=hsdp", "strategy.replicas=1"),
