@@ -216,7 +216,7 @@ class RootedData(LoadedData):
 
     @property
     def path(self) -> Path:
-        assert self.root is not None  # checked by check()
+        assert self.root is not None  # checked by survey()
         return Path(self.root).expanduser()
 
 

@@ -29,9 +29,12 @@ NULLS = ("null", "None", "~")
 
 
 def _series(*names: str) -> list[str]:
-    """The live TensorBoard series of table metrics, as custom-scalar regexes (each whole)."""
+    """The live TensorBoard series of table metrics, as custom-scalar regexes (each whole);
+    a name without one is a mistake here, not a chart to leave empty."""
     found = [metric(n) for n in names]
-    return [f"^{m.live}$" for m in found if m is not None and m.live]
+    series = [m.live for m in found if m is not None and m.live]
+    assert len(series) == len(names), f"{names}: not all have a live series in the table"
+    return [f"^{live}$" for live in series]
 
 
 CUSTOM_SCALARS = {

@@ -37,7 +37,7 @@ class TensorBoardBackend:
 
 class ConsoleBackend:
     """A training step's progress line: its loss and learning rate, and once steps are
-    timed, its throughput and step time (in the table's units)."""
+    timed, its throughput and step time."""
 
     SHOWN = (
         ("lr", "lr {:.4g}"),
