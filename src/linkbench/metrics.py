@@ -133,6 +133,44 @@ def unit(name: str) -> str:
     return found.unit if found is not None else ""
 
 
+NOISE, BIAS = "below this probe's noise", "a bias of this probe"
+
+
+def noise_note(exposed: float, low: float, high: float, windows: int) -> str | None:
+    """What the record says when the probe cannot measure the exposed communication: its
+    interval holds 0 (below its noise), or lies wholly below 0 (a bias: the no_sync steps
+    ran slower than the synced ones, so they are no synced step less its communication).
+    The words before the colon are the mark every table prints beside the number."""
+    if windows >= 2 and low <= 0 <= high:
+        return (
+            f"{NOISE}: {exposed:+.3f} ms [{low:+.3f}, {high:+.3f}] over {windows} alternating "
+            "windows includes 0; raise task.no_sync_steps for a finer measurement"
+        )
+    if windows >= 2 and high < 0:
+        return (
+            f"{BIAS}: the no_sync steps took {-exposed:.3f} ms [{-high:.3f}, {-low:.3f}] longer "
+            "than the synced ones on the same rank, beyond the probe's noise, so here they are "
+            "no measure of the synced step less its communication; the trace (profile=trace) "
+            "measures it another way"
+        )
+    if exposed < 0:
+        return (
+            f"{NOISE}: negative, the no_sync steps took {-exposed:.3f} ms longer than the synced "
+            "ones in one window; raise task.no_sync_steps for a finer measurement"
+        )
+    return None
+
+
+def exposed_note(metrics: dict[str, Any]) -> str | None:
+    """:func:`noise_note` of the exposed communication ``metrics`` hold (one run's, or the
+    medians of a job's runs); None without a probe's figures."""
+    keys = ("comm_exposed_ms", "comm_exposed_ms_low", "comm_exposed_ms_high")
+    if not all(isinstance(metrics.get(k), (int, float)) for k in keys):
+        return None
+    exposed, low, high = (float(metrics[k]) for k in keys)
+    return noise_note(exposed, low, high, int(metrics.get("comm_exposed_windows", 0)))
+
+
 def probe_mark(metrics: dict[str, Any]) -> str | None:
     """The mark every table prints beside a job's exposed communication when its probe could
     not measure it: the words of its ``comm_exposed_note`` before the colon ("below this

@@ -4,7 +4,8 @@ that reads and writes nothing, then written."""
 from __future__ import annotations
 
 from linkbench.config.machine import Machine
-from linkbench.launcher.record import JobOutputs, compose
+from linkbench.launcher.record import JobOutputs, compose, median_metrics
+from linkbench.metrics import exposed_note, probe_mark
 
 from ..conftest import job_plan
 
@@ -42,3 +43,33 @@ def test_compose_turns_a_jobs_outputs_into_its_fields_and_touches_no_file(compos
 def test_a_job_that_never_planned_records_what_it_collected(tmp_path):
     fields = compose(JobOutputs(fields={"status": "failed", "error": "bad"}, runs=[]), None)
     assert fields == {"status": "failed", "error": "bad", "metrics": {}}
+
+
+def _probe(exposed, low, high, synced=10.0):
+    run = {"comm_exposed_ms": exposed, "comm_exposed_ms_low": low, "comm_exposed_ms_high": high}
+    run.update(comm_exposed_windows=5, synced_step_ms=synced, comm_fraction=exposed / synced)
+    if note := exposed_note(run):
+        run["comm_exposed_note"] = note
+    return run
+
+
+def test_the_median_exposed_communication_carries_the_note_of_its_own_figures():
+    # The first run's figure stands, the second's lies below 0: their median (the mean of
+    # two) holds 0, so the job's figure is marked as below the probe's noise; the other way
+    # round the job's figure stands and no run's note is carried over.
+    stands, negative = _probe(3.0, 1.0, 5.0), _probe(-5.0, -8.0, -2.0)
+    assert "comm_exposed_note" not in stands and "bias" in negative["comm_exposed_note"]
+    merged = median_metrics([stands, negative])
+    assert merged["comm_exposed_ms"] == -1.0
+    assert probe_mark(merged) == "below this probe's noise"
+    assert "-1.000 ms [-3.500, +1.500]" in merged["comm_exposed_note"]
+    clear = median_metrics([_probe(4.0, 2.0, 6.0), _probe(3.0, 1.0, 5.0), _probe(-1.0, -3.0, 1.0)])
+    assert clear["comm_exposed_ms"] == 3.0 and probe_mark(clear) is None
+    assert "comm_exposed_note" not in clear
+    # The fraction is the median time's: here the median of the runs' fractions,
+    # (0.03 - 0.2) / 2, would be negative beside a positive median time.
+    slow, fast = _probe(3.0, 2.0, 4.0, synced=100.0), _probe(-2.0, -2.5, -1.5, synced=10.0)
+    merged = median_metrics([slow, fast])
+    assert merged["comm_fraction"] == 0.5 / 55.0 and "comm_exposed_note" in merged
+    # Without a probe there is nothing to note.
+    assert "comm_exposed_note" not in median_metrics([{"step_time_ms": 1.0}, {"step_time_ms": 2.0}])

@@ -13,8 +13,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from linkbench.analysis.projection import LINKS, inputs_from_result, project, ring_allreduce_ms
 from linkbench.link.bandwidth import bandwidths_gb_s
 from linkbench.link.topology import gpu_topology, link_warnings
+from linkbench.metrics import noise_note
 from linkbench.worker.collectives import message_sizes
-from linkbench.worker.probe import exposed_interval, noise_note, window_sizes
+from linkbench.worker.probe import exposed_interval, window_sizes
 
 from ..conftest import run_cli
 

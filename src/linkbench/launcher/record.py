@@ -41,7 +41,7 @@ from linkbench.launcher.provenance import git_state
 from linkbench.link.nccl_log import requested_vs_used
 from linkbench.link.topology import versions
 from linkbench.link.transport import hardware_witness
-from linkbench.metrics import recorded
+from linkbench.metrics import exposed_note, recorded
 
 
 def now_iso() -> str:
@@ -113,7 +113,11 @@ def combine_transports(checks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def median_metrics(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each numeric metric's median over the runs (other values from the first run)."""
+    """Each numeric metric's median over the runs (other values from the first run). The
+    exposed communication's fraction and note are those of the medians: the fraction is the
+    median exposed time over the median synced step (a median of ratios can differ from it in
+    sign), and a median the probe could not measure is marked even where the first run's
+    figure stood, one that stands not for the first run's noise."""
     if len(runs) == 1:
         return dict(runs[0])
     merged = dict(runs[0])
@@ -122,6 +126,11 @@ def median_metrics(runs: list[dict[str, Any]]) -> dict[str, Any]:
         numbers = [v for v in values if isinstance(v, (int, float))]
         if isinstance(value, (int, float)) and len(numbers) == len(values):
             merged[key] = statistics.median(numbers)
+    if merged.get("synced_step_ms") and "comm_exposed_ms" in merged:
+        merged["comm_fraction"] = merged["comm_exposed_ms"] / merged["synced_step_ms"]
+    merged.pop("comm_exposed_note", None)
+    if note := exposed_note(merged):
+        merged["comm_exposed_note"] = note
     return merged
 
 

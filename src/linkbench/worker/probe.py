@@ -27,6 +27,7 @@ from torch import nn
 from linkbench.analysis.stats import mean_interval
 from linkbench.config.plan import JobPlan
 from linkbench.config.tasks import TrainTask
+from linkbench.metrics import noise_note
 from linkbench.parts.rank import Rank
 from linkbench.worker.stepper import Stepper
 from linkbench.worker.timing import WindowTimer
@@ -34,32 +35,6 @@ from linkbench.worker.timing import WindowTimer
 log = logging.getLogger("linkbench")
 # Pairs of alternating synced and no_sync windows the probe's steps are split into.
 PROBE_WINDOWS = 5
-NOISE, BIAS = "below this probe's noise", "a bias of this probe"
-
-
-def noise_note(exposed: float, low: float, high: float, windows: int) -> str | None:
-    """What the record says when the probe cannot measure the exposed communication: its
-    interval holds 0 (below its noise), or lies wholly below 0 (a bias: the no_sync steps
-    ran slower than the synced ones, so they are no synced step less its communication).
-    The words before the colon are the mark every table prints beside the number."""
-    if windows >= 2 and low <= 0 <= high:
-        return (
-            f"{NOISE}: {exposed:+.3f} ms [{low:+.3f}, {high:+.3f}] over {windows} alternating "
-            "windows includes 0; raise task.no_sync_steps for a finer measurement"
-        )
-    if windows >= 2 and high < 0:
-        return (
-            f"{BIAS}: the no_sync steps took {-exposed:.3f} ms [{-high:.3f}, {-low:.3f}] longer "
-            "than the synced ones on the same rank, beyond the probe's noise, so here they are "
-            "no measure of the synced step less its communication; the trace (profile=trace) "
-            "measures it another way"
-        )
-    if exposed < 0:
-        return (
-            f"{NOISE}: negative, the no_sync steps took {-exposed:.3f} ms longer than the synced "
-            "ones in one window; raise task.no_sync_steps for a finer measurement"
-        )
-    return None
 
 
 def grad_bytes(model: nn.Module) -> int:
