@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
+from omegaconf import OmegaConf
 
 from linkbench.sweep_defaults import (
     AUTO,
@@ -33,6 +34,8 @@ from linkbench.sweep_defaults import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_MIN_ROUNDS,
     DEFAULT_SPENDING,
+    SUBDIR_RESOLVER,
+    job_subdir,
 )
 
 # What a sweep runs on (numpy, the analysis, the plan, the stop handling) is imported where a
@@ -69,6 +72,8 @@ class RoundsSweeperConf:
 ConfigStore.instance().store(
     group="hydra/sweeper", name="rounds", node=RoundsSweeperConf, provider="linkbench"
 )
+if not OmegaConf.has_resolver(SUBDIR_RESOLVER):  # conf/config.yaml's hydra.sweep.subdir
+    OmegaConf.register_new_resolver(SUBDIR_RESOLVER, job_subdir)
 
 
 class RoundsSweeper(BasicSweeper):
