@@ -48,8 +48,8 @@ SWEEPS = {
     "strategies": [EXPERIMENT],
     "between": [EXPERIMENT, "interconnect.nodes=2", "devices=2", "strategy=ddp,fsdp,hsdp",
                 "repeats=3"],
-    "ddp_fp16": [EXPERIMENT, "strategy=ddp", "comm_hook=none,fp16", "repeats=3",
-                 *_summary("comm_hook", "none")],
+    "ddp_fp16": [EXPERIMENT, "strategy=ddp", "strategy/comm_hook=none,fp16", "repeats=3",
+                 *_summary("strategy/comm_hook", "none")],
     "hsdp_bf16": [EXPERIMENT, "strategy=hsdp", "strategy.reduce_dtype=null,bfloat16",
                   "repeats=3", *_summary("strategy.reduce_dtype", "null")],
     "rates": [EXPERIMENT, "strategy=ddp,hsdp", "interconnect.rate_gbit_s=0.25,1", "repeats=1",
@@ -188,7 +188,9 @@ def main() -> int:
         "4. 2 x 2 from 2 x 1 and 1 x 2": projection(
             out / "between", out / "inside", out / "strategies"
         ),
-        "5. Compression across the slow link": compression(out / "ddp_fp16", "comm_hook", "none")
+        "5. Compression across the slow link": compression(
+            out / "ddp_fp16", "strategy/comm_hook", "none"
+        )
         + compression(out / "hsdp_bf16", "strategy.reduce_dtype", "null"),
         "6. The cores at each rate": rates(out / "rates", out / "strategies"),
     }

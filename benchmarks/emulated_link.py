@@ -41,8 +41,8 @@ SWEEPS = {
         "task.iters=3", "repeats=1",
     ],
     "training": [
-        "+experiment=emulated_link", "comm_hook=none,fp16",
-        "hydra.callbacks.sweep_summary.axis=comm_hook",
+        "+experiment=emulated_link", "strategy/comm_hook=none,fp16",
+        "hydra.callbacks.sweep_summary.axis=strategy/comm_hook",
         "hydra.callbacks.sweep_summary.baseline=none",
     ],
     "aa": [
@@ -107,7 +107,7 @@ def training(sweep: Path) -> list[str]:
 
 def projection(curves: Path, sweep: Path) -> list[str]:
     links = {float(r["link"]["rate_gbit_s"]): r for r in load_sweep(curves)}
-    jobs = [r for r in load_sweep(sweep) if r["settings"].get("comm_hook") == "none"]
+    jobs = [r for r in load_sweep(sweep) if r["settings"].get("strategy/comm_hook") == "none"]
     measured: dict[float, list[float]] = {}
     for result in jobs:
         rate = float(result["link"]["rate_gbit_s"])
@@ -128,12 +128,12 @@ def projection(curves: Path, sweep: Path) -> list[str]:
 
 
 def compression(sweep: Path) -> list[str]:
-    found = _comparisons(sweep, "comm_hook", "none")
+    found = _comparisons(sweep, "strategy/comm_hook", "none")
     rows = {(r.series, r.rate_gbit_s): r for r in link_rows(found.configs)}
     out = []
     for c in found.comparisons:
         rate = float(c.where.split("=")[-1])
-        none = rows[("comm_hook=none", rate)]
+        none = rows[("strategy/comm_hook=none", rate)]
         explained = none.step_ms.mean / (none.step_ms.mean - none.comm_ms() / 2)
         out.append(
             f"- at {rate:g} Gbit/s: fp16 against none {c.ratio.estimate:.3f}x "

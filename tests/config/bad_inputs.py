@@ -43,6 +43,7 @@ CASES: list[Case] = [
     _c("optimizer=adam", "optimizer=adam"),
     _c("scaling=linaer", "scaling=linaer"),
     _c("profile=traces", "profile=traces"),
+    _c("strategy/comm_hook=fp8", "strategy/comm_hook=fp8"),
     _c("comm_hook=fp8", "comm_hook=fp8"),
     _c("strategy=fdsp", "strategy=fdsp"),
     _c("task=trian", "task=trian"),
@@ -179,6 +180,15 @@ CASES: list[Case] = [
     _c("backend=nccl", "backend=nccl"),
     _c("cuda_graphs", "cuda_graphs=true"),
     _c("comm_hook", "strategy=fsdp", "comm_hook=powersgd"),
+    # A group of an option the config did not choose, or chosen with a dot.
+    _c("strategy/comm_hook=bf16 is a group of", "strategy=fsdp", "strategy/comm_hook=bf16"),
+    _c(
+        "strategy.comm_hook is not a key of strategy=fsdp",
+        "strategy=fsdp",
+        "+strategy/comm_hook=bf16",
+    ),
+    _c("write strategy/comm_hook=bf16", "strategy.comm_hook=bf16"),
+    _c("configuration 3 of 4", "-m", "strategy=ddp,fsdp", "strategy/comm_hook=none,bf16"),
     _c("data.root", "data=imagefolder"),
     _c("data.root", "data=imagefolder", "data.root=/nonexistent/images"),
     _c("data.root", "data=imagefolder", "data.root=/etc/hostname"),

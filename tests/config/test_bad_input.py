@@ -89,8 +89,9 @@ def _context(key: str) -> list[str]:
 def test_the_walk_covers_every_group():
     prefixes = {key.split(".")[0] for key in NUMERIC}
     assert {
-        "model", "data", "ddp", "comm_hook", "task", "scaling", "checkpoint", "debug"
+        "model", "data", "ddp", "strategy", "task", "scaling", "checkpoint", "debug"
     } <= prefixes  # fmt: skip
+    assert "strategy.comm_hook.wire_factor" in NUMERIC  # a group's keys inside an option's
 
 
 OUT_OF_RANGE = [
@@ -203,8 +204,9 @@ def test_a_missing_experiment_lists_the_committed_ones(tmp_path):
         ),
         (["optimizer=sgd", "+optimizer.kwargs.nesterov_typo=true"], "nesterov_typo"),
         (
-            ["comm_hook=powersgd", "comm_hook.hook._target_=torch.nope.hook"],
-            "comm_hook.hook._target_=torch.nope.hook cannot be imported (ModuleNotFoundError",
+            ["strategy/comm_hook=powersgd", "strategy.comm_hook.hook._target_=torch.nope.hook"],
+            "strategy.comm_hook.hook._target_=torch.nope.hook cannot be imported "
+            "(ModuleNotFoundError",
         ),
     ],
     ids=[
@@ -284,6 +286,7 @@ def test_a_download_that_cannot_reach_the_network_is_one_sentence(tmp_path):
 def test_keys_inside_a_dict_or_an_optional_dict_are_left_to_it():
     from linkbench.config.overrides import unknown_key
 
-    known = ["comm_hook.hook._target_=x", "model.kwargs.depth=3", "optimizer.kwargs.eps=1e-6"]
-    assert unknown_key(known, Config) is None
-    assert "did you mean comm_hook.hook" in str(unknown_key(["comm_hook.hok=x"], Config))
+    known = ["strategy.comm_hook.hook._target_=x", "model.kwargs.depth=3"]
+    assert unknown_key([*known, "optimizer.kwargs.eps=1e-6"], Config) is None
+    hint = "did you mean strategy.comm_hook.hook"
+    assert hint in str(unknown_key(["strategy.comm_hook.hok=x"], Config))

@@ -85,6 +85,14 @@ def test_hparams_leave_unset_keys_out_so_number_columns_stay_numbers(compose_con
     plan = plan_job(compose_config(), str(tmp_path), ["cudnn_benchmark=null", "batch=8"], CPU)
     values = hparams_of(plan, {"epochs": None, "batch": 8})
     assert "cudnn_benchmark" not in values and "epochs" not in values and values["batch"] == 8
+    # DDP's hook, in the column a sweep over it names (one column, not two).
+    assert values["strategy/comm_hook"] == "none"
+    swept = ["strategy/comm_hook=bf16"]
+    hooked = plan_job(compose_config(swept), str(tmp_path), swept, CPU)
+    values = hparams_of(hooked, {})
+    assert values["strategy/comm_hook"] == "bf16" and "strategy.comm_hook" not in values
+    fsdp = plan_job(compose_config(["strategy=fsdp"]), str(tmp_path), [], CPU)
+    assert "strategy/comm_hook" not in hparams_of(fsdp, {})
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     end = session_end_pb(True).value[0].metadata.plugin_data.content

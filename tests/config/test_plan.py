@@ -7,6 +7,7 @@ import re
 
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf import OmegaConf
 
 from linkbench.config.facts import Facts
 from linkbench.config.machine import Machine, OutsideWorld
@@ -22,8 +23,8 @@ CPU = Machine(cuda_devices=0)
 ONE_GPU = Machine(cuda_devices=1)
 # A group's YAML files under conf/, and the options stored as dataclasses (task, strategy).
 OPTIONS = sorted(
-    {(group.name, option.stem) for group in CONF.iterdir() if group.is_dir()
-     for option in group.glob("*.yaml")}
+    {(option.parent.relative_to(CONF).as_posix(), option.stem) for option in CONF.rglob("*.yaml")
+     if option.parent != CONF}
     | {(group, name) for group, named in options().items() for name in named}
 )  # fmt: skip
 
@@ -46,15 +47,16 @@ def test_every_group_has_options():
     groups = {g for g, _ in OPTIONS}
     assert groups >= {
         "backend", "interconnect", "precision", "scaling", "model", "optimizer", "data", "ddp",
-        "comm_hook", "task",
+        "strategy/comm_hook", "comm_hook", "task",
     }  # fmt: skip
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS)
 def test_every_option_composes_and_plans(compose_config, tmp_path, group, option):
     cfg = compose_config([f"{group}={option}", *extra_overrides(group, option, tmp_path)])
-    if "name" in cfg[group] and (group, option) not in {("model", "torchvision")}:
-        assert str(cfg[group].name) == option
+    node = OmegaConf.select(cfg, group.replace("/", "."))
+    if "name" in node and (group, option) not in {("model", "torchvision")}:
+        assert str(node.name) == option
     needs_gpu = {("precision", "fp16"), ("backend", "nccl"), ("task", "links")}
     machine = ONE_GPU if (group, option) in needs_gpu else CPU
     plan = plan_job(cfg, str(tmp_path), [], machine)
@@ -115,7 +117,8 @@ def test_tf32_on_cpu_falls_back_to_fp32_with_a_note(compose_config, tmp_path):
         (["cuda_graphs=true", "untimed_steps=12"], CPU, "cuda_graphs=true needs a CUDA GPU"),
         (["cuda_graphs=true", "compile=true"], ONE_GPU, "use one of them"),
         (["cuda_graphs=true", "precision=fp16"], ONE_GPU, "GradScaler"),
-        (["cuda_graphs=true", "comm_hook=powersgd"], ONE_GPU, "comm_hook=powersgd"),
+        (["cuda_graphs=true", "strategy/comm_hook=powersgd"], ONE_GPU, "comm_hook=powersgd"),
+        (["cuda_graphs=true", "comm_hook=powersgd"], ONE_GPU, "strategy/comm_hook=powersgd"),
         (["cuda_graphs=true", "ddp.find_unused_parameters=true"], ONE_GPU, "find_unused"),
         (["cuda_graphs=true", "untimed_steps=11"], ONE_GPU, "set untimed_steps>=12"),
         (["strategy=fsdp", "cuda_graphs=true", "untimed_steps=12"], ONE_GPU, "strategy=fsdp"),
@@ -145,7 +148,11 @@ def test_fast_paths_plan_on_a_gpu(compose_config, tmp_path):
 
 @pytest.mark.parametrize(
     ("override", "words"),
-    [("batch=abc", "batch"), ("comm_hook=zip", "comm_hook"), ("model.n_layers=2", "n_layers")],
+    [
+        ("batch=abc", "batch"),
+        ("strategy/comm_hook=zip", "strategy/comm_hook"),
+        ("model.n_layers=2", "n_layers"),
+    ],
 )
 def test_wrong_type_or_unknown_key_fails_at_composition(compose_config, override, words):
     with pytest.raises(ConfigCompositionException) as error:
@@ -404,6 +411,44 @@ def test_ddps_settings_are_the_ddp_strategys_and_the_old_keys_are_moved_with_a_n
     refusal = r"^ddp\.bucket_cap_mb=50\.0 sets DistributedDataParallel, which strategy=fsdp"
     with pytest.raises(ConfigError, match=refusal):
         plan_job(compose_config(["strategy=fsdp", "ddp.bucket_cap_mb=50"]), "x", [], CPU)
+
+
+def test_ddps_communication_hook_is_a_group_of_the_strategies_that_have_it(
+    compose_config, tmp_path
+):
+    """strategy/comm_hook belongs to strategy=ddp and zero1 (strategy=fsdp has none to
+    choose). The old comm_hook=... still works where the strategy has a hook, with a note,
+    is refused where it has none, and comm_hook=none (an old rerun.yaml's) is dropped."""
+    plan = plan_job(compose_config(["strategy/comm_hook=bf16"]), str(tmp_path), [], CPU)
+    assert plan.config.strategy.comm_hook.name == "bf16" and not plan.notes
+    old = plan_job(
+        compose_config(
+            ["strategy=zero1", "comm_hook=powersgd", "comm_hook.state.start_powerSGD_iter=5"]
+        ),
+        str(tmp_path),
+        [],
+        CPU,
+    )
+    hook = old.config.strategy.comm_hook
+    assert (hook.name, hook.state["start_powerSGD_iter"]) == ("powersgd", 5)
+    assert old.config.comm_hook is None  # moved, not applied twice
+    assert (
+        "comm_hook=powersgd is the old place of DDP's communication hook; write "
+        "strategy/comm_hook=powersgd."
+    ) in old.notes
+    again = plan_job(old.resolved_config(), str(tmp_path), [], CPU)  # its rerun.yaml
+    assert again.config.strategy == old.config.strategy and not again.notes
+    with pytest.raises(
+        ConfigError,
+        match=r"^comm_hook=bf16 is a DDP communication hook and "
+        r"strategy=fsdp has none; drop comm_hook=bf16, or strategy.reduce_dtype",
+    ):
+        plan_job(compose_config(["strategy=fsdp", "comm_hook=bf16"]), "x", [], CPU)
+    both = ["comm_hook=powersgd", "strategy/comm_hook=bf16"]
+    with pytest.raises(ConfigError, match=r"^comm_hook=powersgd and strategy/comm_hook=bf16 both"):
+        plan_job(compose_config(both), "x", [], CPU)
+    none = plan_job(compose_config(["strategy=fsdp", "comm_hook=none"]), str(tmp_path), [], CPU)
+    assert none.config.comm_hook is None and not none.notes
 
 
 _TOUCHES_DISK = (

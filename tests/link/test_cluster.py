@@ -69,7 +69,7 @@ def test_each_strategy_sends_through_the_uplinks_what_its_calls_predict(tmp_path
 @pytest.mark.parametrize(
     ("compression", "times_grads"),
     [
-        (["strategy=ddp", "comm_hook=fp16"], 0.75),
+        (["strategy=ddp", "strategy/comm_hook=fp16"], 0.75),
         (["strategy=hsdp", "strategy.reduce_dtype=bfloat16"], 0.5),
     ],
 )
@@ -108,7 +108,8 @@ def slow_link(tmp_path_factory) -> dict[str, Path]:
         "cluster": ["-m", *SLOW_LINK, "interconnect.nodes=2", "devices=4", "profile=trace",
                     "strategy=ddp,fsdp,hsdp", "repeats=1", f"hydra.sweep.dir={root / 'cluster'}"],
         "fp16": ["-m", *SLOW_LINK, "interconnect.nodes=2", "devices=4", "profile=trace",
-                 "strategy=ddp", "comm_hook=fp16", "repeats=1", f"hydra.sweep.dir={root / 'fp16'}"],
+                 "strategy=ddp", "strategy/comm_hook=fp16", "repeats=1",
+                 f"hydra.sweep.dir={root / 'fp16'}"],
         "between": [*SLOW_LINK, "interconnect.nodes=2", "devices=2", "profile=trace",
                     f"hydra.run.dir={root / 'between'}"],
         "inside": [*SLOW_LINK, "interconnect.nodes=1", "devices=2",

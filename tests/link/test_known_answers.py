@@ -72,8 +72,8 @@ def training(tmp_path_factory) -> Path:
     args = [
         "+experiment=emulated_link",
         "repeats=3",
-        "comm_hook=none,fp16",
-        "hydra.callbacks.sweep_summary.axis=comm_hook",
+        "strategy/comm_hook=none,fp16",
+        "hydra.callbacks.sweep_summary.axis=strategy/comm_hook",
         "hydra.callbacks.sweep_summary.baseline=none",
     ]
     return _sweep(tmp_path_factory, "training", args)
@@ -138,7 +138,7 @@ def test_2_training_on_the_slow_link_is_slower_by_what_the_bytes_predict(trainin
         grown = slow.step_ms.mean - fast.step_ms.mean
         predicted = slow.exposed_ms() - fast.exposed_ms()
         assert grown == pytest.approx(predicted, rel=0.15), (where, grown, predicted)
-    assert len(verdicts) == 2  # comm_hook=none and fp16
+    assert len(verdicts) == 2  # strategy/comm_hook=none and fp16
     for row in rows.values():  # each step time against its own prediction, too
         assert abs(row.error) < 0.15, row
 
@@ -151,7 +151,7 @@ def test_3_probe_and_trace_agree_on_exposed_communication(training):
     """Without compression: a compression hook's own casts run only in synced steps, so the
     no_sync probe counts them as exposed communication and the trace as computing."""
     for config in _configs(training):
-        if config.values_by_key.get("comm_hook") != "none":
+        if config.values_by_key.get("strategy/comm_hook") != "none":
             continue
         row = next(r for r in link_rows([config]))
         trace = config.trace_means()
@@ -166,7 +166,7 @@ def test_3_probe_and_trace_agree_on_exposed_communication(training):
 def test_4_the_projection_fed_the_measured_curve_predicts_each_link(curves, training):
     """Every uncompressed job, projected onto each link's measured all-reduce curve,
     predicts the step time measured on that link: across link speeds, not only at its own."""
-    jobs = [r for r in load_sweep(training) if r["settings"].get("comm_hook") == "none"]
+    jobs = [r for r in load_sweep(training) if r["settings"].get("strategy/comm_hook") == "none"]
     measured = {}
     for result in jobs:
         measured.setdefault(float(result["link"]["rate_gbit_s"]), []).append(
@@ -183,7 +183,7 @@ def test_4_the_projection_fed_the_measured_curve_predicts_each_link(curves, trai
 
 
 def test_5_compression_pays_where_the_link_is_slow(training):
-    verdicts = _along(training, "comm_hook", "none")
+    verdicts = _along(training, "strategy/comm_hook", "none")
     slow = verdicts[f"{RATE}=0.5"]
     fast = verdicts[f"{RATE}=1"]
     assert slow.verdict == "faster", slow
@@ -192,7 +192,7 @@ def test_5_compression_pays_where_the_link_is_slow(training):
     )
     # By what halving the bytes explains: the none arm's step less half its communication.
     rows = link_rows(_configs(training))
-    row = next(r for r in rows if r.series == "comm_hook=none" and r.rate_gbit_s == 0.5)
+    row = next(r for r in rows if r.series == "strategy/comm_hook=none" and r.rate_gbit_s == 0.5)
     explained = row.step_ms.mean / (row.step_ms.mean - row.comm_ms() / 2)
     assert slow.ratio.estimate == pytest.approx(explained, rel=0.15)
 

@@ -28,7 +28,7 @@ def test_fsdp_shards_the_repeated_blocks_a_model_is_made_of():
     ("overrides", "expected"),
     [
         ([], {"all_reduce": 4}),
-        (["comm_hook=bf16"], {"all_reduce": 2}),
+        (["strategy/comm_hook=bf16"], {"all_reduce": 2}),
         (["strategy=zero1"], {"all_reduce": 4, "broadcast": 4}),
         (["strategy=fsdp"], {"all_gather": 8, "reduce_scatter": 4}),
         (

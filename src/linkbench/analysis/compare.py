@@ -39,7 +39,9 @@ DEFAULT_AXIS = "interconnect"
 # How the verdicts of one sweep hold together (see sweep_comparisons); the first is the default.
 FAMILIES = ("holm", "bonferroni", "none")
 WINNERS = ("faster", "slower")
-DEFAULT_BASELINES = {"interconnect": "pcie"}
+# The value an axis is compared against unless the user names one: the slower link, and
+# DDP's communication without a hook.
+DEFAULT_BASELINES = {"interconnect": "pcie", "strategy/comm_hook": "none", "comm_hook": "none"}
 T = TypeVar("T")
 
 
@@ -225,7 +227,8 @@ def accuracy_family(comparisons: list[Comparison], family: str) -> tuple[list[Co
 
 
 def default_baseline(configs: list[Configuration], axis: str) -> Any:
-    """The baseline value of an axis: pcie for interconnect, else the first (smallest)."""
+    """The baseline value of an axis: its :data:`DEFAULT_BASELINES` value where the sweep has
+    it (pcie for interconnect, none for a communication hook), else the first (smallest)."""
     values = [c.values_by_key.get(axis) for c in configs]
     wanted = DEFAULT_BASELINES.get(axis)
     if wanted in [str(v) for v in values]:

@@ -271,8 +271,10 @@ class NcclConfig:
 
 @dataclass
 class CommHookConfig:
-    """``comm_hook/``: a DDP communication hook, ``hook`` and its ``state`` built with
-    ``hydra.utils.instantiate`` (``hook`` with ``_partial_: true``); none when ``hook`` is null."""
+    """``strategy/comm_hook/`` (a setting of the strategies with DDP's gradient buckets,
+    ``ddp`` and ``zero1``): a DDP communication hook, ``hook`` and its ``state`` built with
+    ``hydra.utils.instantiate`` (``hook`` with ``_partial_: true``); none when ``hook`` is
+    null. The top-level ``comm_hook`` group is its old place (the plan moves it)."""
 
     name: str = "none"
     hook: dict[str, Any] | None = None
@@ -284,7 +286,7 @@ class CommHookConfig:
 
     def __post_init__(self) -> None:
         if self.wire_factor is not None:
-            require_positive("comm_hook.", wire_factor=self.wire_factor)
+            require_positive("strategy.comm_hook.", wire_factor=self.wire_factor)
 
 
 @dataclass

@@ -69,10 +69,50 @@ def _missing_config(error: MissingConfigException) -> str:
     return f"{added}{group}={name} is not {what}; choose one of {shown}" + _near(name, options)
 
 
+def _nested_groups() -> dict[str, list[str]]:
+    """The groups options have of their own (``strategy/comm_hook``) -> the options that
+    have each (``strategy=ddp``, ``strategy=zero1``)."""
+    from linkbench.config.registry import options
+
+    having: dict[str, list[str]] = {}
+    for group, named in options().items():
+        for name, option in named.items():
+            for own in getattr(option, "groups", {}):
+                having.setdefault(f"{group}/{own}", []).append(f"{group}={name}")
+    return having
+
+
+def _not_in_defaults(message: str, arguments: list[str]) -> str | None:
+    """Hydra's "Could not override 'G'": a group (``strategy/comm_hook``) that this
+    config's choices do not have, as one sentence naming the options that have it."""
+    match = re.match(r"(?:In '.*': )?Could not override '([^']+)'", message)
+    groups_message = "No match in the defaults list|Did you mean to override"
+    if not match or not re.search(groups_message, message):
+        return None  # a key, not a group: OmegaConf's error, its cause, says more
+    group = match.group(1)
+    given = next((a for a in arguments if a.startswith(f"{group}=")), group)
+    value = given.partition("=")[2] or "OPTION"
+    if having := _nested_groups().get(group):
+        parent = group.partition("/")[0]
+        chosen = next((a for a in arguments if a.startswith(f"{parent}=")), None)
+        which = chosen or f"this config's {parent}"
+        return (
+            f"{given} is a group of {' and '.join(having)}, and {which} has none; drop it, "
+            f"or use {having[0]}."
+        )
+    return f"{given} names a group this config does not choose from; add it: +{group}={value}."
+
+
 def _invalid_value(error: ValidationError, override: str | None) -> str:
     key = str(error.full_key or error.key or "the value")
     given = override or f"{key}={error.value}"
     message = str(error.msg or error).splitlines()[0]
+    group = key.replace(".", "/")
+    if isinstance(error.value, str) and (having := _nested_groups().get(group)):
+        return (
+            f"{given} sets a group of {' and '.join(having)}, whose option is chosen with a "
+            f"/; write {group}={error.value}."
+        )
     if match := re.search(r"expected one of \[(.*)\]", message):
         choices = [c.strip() for c in match.group(1).split(",")]
         return f"{given} is not one of {', '.join(choices)}" + _near(str(error.value), choices)
@@ -198,8 +238,10 @@ def sentence(error: BaseException, arguments: list[str] | None = None) -> str | 
         return _yaml(cause)
     if isinstance(error, ConfigCompositionException):
         message = str(error)
-        if found := _ambiguous(message):
+        if found := _ambiguous(message) or _not_in_defaults(message, arguments or []):
             return found
+        # An option merged into the schema fails inside Hydra's except block: its context.
+        cause = cause or error.__context__
         match = re.match(r"Error merging override (.*)", message)
         override = match.group(1) if match else None
         if isinstance(cause, ValidationError):

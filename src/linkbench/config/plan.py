@@ -33,7 +33,7 @@ from linkbench.config.choices import (
 from linkbench.config.compose import follow_machine, to_config, typed_to_plain
 from linkbench.config.data import DataFound
 from linkbench.config.facts import Facts
-from linkbench.config.groups import DDPConfig
+from linkbench.config.former import moved_settings
 from linkbench.config.layout import Layout, fits
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides
@@ -393,30 +393,6 @@ def _check_emulated(config: Config, facts: Facts, ranks: int) -> None:
     require(facts.emulation_problem is None, str(facts.emulation_problem))
 
 
-def _moved_ddp_settings(config: Config, notes: list[str]) -> Config:
-    """``ddp.*`` (the old place of DDP's settings) moved onto the strategy that has them
-    (``ddp``, ``zero1``), with a note; refused for a strategy that has none."""
-    given = config.ddp.given()
-    if not given:
-        return config
-    strategy = config.strategy
-    own = {f.name for f in dataclasses.fields(strategy)}
-    shown = {k: str(v).lower() if isinstance(v, bool) else v for k, v in given.items()}
-    for key, value in shown.items():
-        require(
-            key in own,
-            f"ddp.{key}={value} sets DistributedDataParallel, which strategy={strategy.name} "
-            "does not use; drop it, or use strategy=ddp.",
-        )
-    notes.append(
-        f"{', '.join(f'ddp.{k}' for k in given)} is the old place of strategy={strategy.name}'s "
-        f"settings; write {' '.join(f'strategy.{k}={v}' for k, v in shown.items())}."
-    )
-    # Moved: replacing the config must not move them again.
-    moved = dataclasses.replace(strategy, **given)
-    return dataclasses.replace(config, strategy=moved, ddp=DDPConfig())
-
-
 def _memory_note(
     facts: PartsFacts, config: Config, device_type: str, ranks_here: int, machine: Machine
 ) -> str | None:
@@ -483,7 +459,7 @@ def make_plan(
     nnodes = _nodes(machine, nproc)
     precision = _resolve_precision(config, device_type, notes)
     _check_machine(config, nnodes * nproc)
-    config = _moved_ddp_settings(config, notes)
+    config = moved_settings(config, notes)
     config.strategy.check(config)  # its own keys, before the layout they make
     layout = _layout(config, nnodes * nproc)
     link = config.interconnect.link()

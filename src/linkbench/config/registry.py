@@ -8,9 +8,10 @@ none of which imports it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from linkbench.config.data import DATA
 from linkbench.config.groups import INTERCONNECTS, ModelConfig, PrecisionConfig
@@ -31,12 +32,20 @@ def options() -> dict[str, dict[str, type]]:
 def register_schema() -> None:
     """Store :class:`Config` as ``linkbench_schema`` and every task, strategy and data option
     under its group and name (idempotent; ``hydra/sweeper=rounds`` is stored by the
-    sweeper's plugin, which Hydra imports when it looks for plugins)."""
+    sweeper's plugin, which Hydra imports when it looks for plugins). An option with groups
+    of its own (``groups``: DDP's ``comm_hook``) gets them in its defaults list, after
+    itself, so ``strategy/comm_hook=bf16`` composes into ``strategy.comm_hook`` and a strategy
+    without the group has no such key to set."""
     store = ConfigStore.instance()
     store.store(name="linkbench_schema", node=Config)
     for group, named in options().items():
         for name, option in named.items():
-            store.store(group=group, name=name, node=option)
+            node: Any = option
+            if groups := getattr(option, "groups", None):
+                node = OmegaConf.structured(option)
+                with open_dict(node):
+                    node.defaults = ["_self_", *({g: o} for g, o in groups.items())]
+            store.store(group=group, name=name, node=node)
 
 
 # model=auto and precision=auto, by whether CUDA GPUs are visible: on GPUs a model whose

@@ -76,16 +76,19 @@ class StrategyConfig:
     options: dict[str, Any] = field(default_factory=dict)
     """A strategy from outside the package: its own keys."""
 
+    groups: ClassVar[dict[str, str]] = {}
+    """Config groups of its own, ``strategy/<group>``, and the option each starts with (the
+    registry adds them to its defaults list: ``strategy/comm_hook=bf16``)."""
     captures_cuda_graphs: ClassVar[bool] = False
     """Whether its whole step can be captured as one CUDA graph (``cuda_graphs=true``)."""
     scales_gradients: ClassVar[bool] = False
     """Whether it runs under fp16's GradScaler."""
     hooks_buckets: ClassVar[bool] = False
-    """Whether it has DDP's gradient buckets: ``comm_hook`` and ``debug.comm_delay_ms``."""
+    """Whether it has DDP's gradient buckets, which ``debug.comm_delay_ms`` delays."""
     bf16_hint: ClassVar[str] = ""
     """Its own way out of fp16's GradScaler, for the refusal's sentence."""
     compression_hint: ClassVar[str] = ""
-    """Its own way to compress gradients, for the refusal of a DDP comm hook."""
+    """Its own way to compress gradients, for the refusal of a DDP communication hook."""
 
     def spec(self) -> Any:
         """This option, or for a runtime class that no option of the package describes (one
@@ -95,6 +98,11 @@ class StrategyConfig:
         return import_class(
             "strategy._target_", self._target_, "linkbench.parts.strategy.Parallel", "comm_bytes"
         )
+
+    def hook(self) -> CommHookConfig | None:
+        """DDP's communication hook (``strategy/comm_hook``); None for a strategy without
+        DDP's buckets."""
+        return None
 
     def model_parallel_sizes(self) -> tuple[int, int]:
         """(tensor-parallel, pipeline) ranks one replica of the model takes; the plan divides
@@ -129,10 +137,13 @@ class StrategyConfig:
             f"debug.comm_delay_ms={delay} delays DDP's gradient buckets and strategy={s} has "
             "none; use strategy=ddp or zero1, or set debug.comm_delay_ms=0.",
         )
+        old = config.comm_hook  # where the plan found no strategy/comm_hook to move it to
+        hook = old or self.hook()
+        given = f"{'comm_hook' if old else 'strategy/comm_hook'}={hook.name if hook else ''}"
         require(
-            claims["hooks_buckets"] or config.comm_hook.hook is None,
-            f"comm_hook={config.comm_hook.name} is a DDP communication hook and strategy={s} "
-            f"has none; use comm_hook=none{hint[1]}.",
+            claims["hooks_buckets"] or hook is None or hook.hook is None,
+            f"{given} is a DDP communication hook and strategy={s} has none; drop "
+            f"{given}{hint[1]}.",
         )
 
 
@@ -221,7 +232,9 @@ class Config:
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     """An option of :mod:`linkbench.config.strategies` (conf/config.yaml picks ddp)."""
     nccl: NcclConfig = field(default_factory=NcclConfig)
-    comm_hook: CommHookConfig = field(default_factory=CommHookConfig)
+    comm_hook: CommHookConfig | None = None
+    """The old place of ``strategy/comm_hook``: the plan moves a hook set here onto the
+    strategy, with a note."""
     task: TaskConfig = field(default_factory=TaskConfig)
     """An option of :mod:`linkbench.config.tasks` (conf/config.yaml picks train)."""
     profile: ProfileConfig = field(default_factory=ProfileConfig)
@@ -434,10 +447,12 @@ class Config:
             "which reads its overflow flag on the host every step; use precision=bf16, tf32 or "
             "fp32.",
         )
+        hook = self.strategy.hook()
         require(
-            self.comm_hook.graph_safe,
-            f"cuda_graphs=true replays the step as captured, and comm_hook={self.comm_hook.name} "
-            "changes between steps; use comm_hook=none, fp16 or bf16.",
+            hook is None or hook.graph_safe,
+            f"cuda_graphs=true replays the step as captured, and strategy/comm_hook="
+            f"{hook.name if hook else ''} changes between steps; use strategy/comm_hook=none, "
+            "fp16 or bf16.",
         )
         require(
             self.untimed_steps > CUDA_GRAPH_EAGER_STEPS,

@@ -15,13 +15,15 @@ from dataclasses import dataclass, field
 
 from linkbench.config.checks import require, require_positive
 from linkbench.config.choices import TensorDtype
+from linkbench.config.groups import CommHookConfig
 from linkbench.config.schema import Config, StrategyConfig
 
 
 @dataclass
 class DDPStrategy(StrategyConfig):
     """``strategy=ddp``: DistributedDataParallel, the whole model on every rank, gradients
-    all-reduced per bucket (the ``comm_hook`` group sets its communication hook)."""
+    all-reduced per bucket, through the communication hook its own group
+    ``strategy/comm_hook`` chooses (``strategy/comm_hook=bf16``)."""
 
     name: str = "ddp"
     _target_: str = "linkbench.parts.strategy.DataParallel"
@@ -30,13 +32,18 @@ class DDPStrategy(StrategyConfig):
     gradient_as_bucket_view: bool = False
     static_graph: bool = False
     find_unused_parameters: bool = False
+    comm_hook: CommHookConfig = field(default_factory=CommHookConfig)
 
+    groups = {"comm_hook": "none"}
     captures_cuda_graphs = True
     scales_gradients = True
     hooks_buckets = True
 
     def __post_init__(self) -> None:
         require_positive("strategy.", bucket_cap_mb=self.bucket_cap_mb)
+
+    def hook(self) -> CommHookConfig:
+        return self.comm_hook
 
     def check(self, config: Config) -> None:
         super().check(config)

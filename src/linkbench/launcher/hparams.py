@@ -59,7 +59,8 @@ HPARAM_FIELDS = (
 )  # fmt: skip
 
 
-# DDP's settings every ddp or zero1 job logs (a strategy without them logs none).
+# DDP's settings every ddp or zero1 job logs, its hook's name too (a strategy without them
+# logs none).
 DDP_HPARAMS = ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")
 
 
@@ -67,7 +68,8 @@ def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
     """The keys the job's overrides set, then the fixed set every job logs."""
     c = plan.config
     values = {key: result.get(key) for key in HPARAM_FIELDS}
-    values["comm_hook"] = c.comm_hook.name
+    if (hook := c.strategy.hook()) is not None:
+        values["strategy/comm_hook"] = hook.name  # as a sweep's override names it
     for key in DDP_HPARAMS:
         if hasattr(c.strategy, key):
             value = getattr(c.strategy, key)

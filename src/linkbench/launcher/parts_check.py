@@ -45,8 +45,9 @@ def check_parts(c: Config, lr: float) -> PartsFacts:
             f"model.loss={c.model.loss} cannot be imported ({_cause(error)}); name a function "
             "loss(outputs, targets), e.g. linkbench.parts.models.cross_entropy."
         ) from None
-    hook = c.comm_hook
-    for part, spec in (("hook", hook.hook), ("state", hook.state)):
+    hook = c.strategy.hook()
+    parts = (("hook", hook.hook), ("state", hook.state)) if hook is not None else ()
+    for part, spec in parts:
         target = (spec or {}).get("_target_")
         try:
             if target is not None:
@@ -54,9 +55,10 @@ def check_parts(c: Config, lr: float) -> PartsFacts:
                 getattr(importlib.import_module(module), name)
         except Exception as error:
             raise ConfigError(
-                f"comm_hook.{part}._target_={target} cannot be imported ({_cause(error)}); "
+                f"strategy.comm_hook.{part}._target_={target} cannot be imported "
+                f"({_cause(error)}); "
                 f"name a {'function' if part == 'hook' else 'class'} by its dotted path, e.g. "
-                "those of conf/comm_hook/powersgd.yaml."
+                "those of conf/strategy/comm_hook/powersgd.yaml."
             ) from None
     try:
         with hydra_lookups_quiet():

@@ -39,6 +39,7 @@ from linkbench.analysis.report import axis_problem
 from linkbench.analysis.sequential import SPENDING, Design, known_spending
 from linkbench.analysis.stats import DEFAULT_MARGIN
 from linkbench.analysis.sweep import Configuration, load_sweep
+from linkbench.config.hydra_errors import sentence
 from linkbench.config.overrides import key, override_texts, parse, settings
 from linkbench.errors import ConfigError
 from linkbench.files import ROUNDS_FILE, read_json, write_json
@@ -182,15 +183,18 @@ def check_summary(summary: Mapping[str, Any]) -> None:
 
 def check_configurations(jobs: list[list[str]], plan: Callable[[list[str]], None]) -> None:
     """Plan every configuration of the sweep before its first job: the first one the plan
-    refuses refuses the sweep, in one sentence naming it, and nothing is created."""
+    refuses, or Hydra cannot compose (``strategy=fsdp strategy/comm_hook=bf16``), refuses the
+    sweep, in one sentence naming it, and nothing is created."""
     for index, job in enumerate(jobs):
         try:
             plan(job)
-        except ConfigError as error:
+        except Exception as error:
+            if (reason := sentence(error, job)) is None:
+                raise
             shown = " ".join(job) or "(no override)"
             raise ConfigError(
                 f"configuration {index + 1} of {len(jobs)} of this sweep ({shown}) is refused, "
-                f"so no job starts: {error}"
+                f"so no job starts: {reason}"
             ) from None
 
 

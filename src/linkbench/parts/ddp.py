@@ -18,7 +18,6 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from linkbench.config.groups import CommHookConfig
 from linkbench.config.strategies import DDPStrategy
 from linkbench.parts.delay import CommDelay
 
@@ -26,13 +25,13 @@ from linkbench.parts.delay import CommDelay
 def wrap(
     model: nn.Module,
     ddp: DDPStrategy,
-    comm_hook: CommHookConfig,
     device: torch.device,
     nvtx: bool = False,
     comm_delay: CommDelay | None = None,
 ) -> DistributedDataParallel:
     """DDP over the default process group; ``device_ids`` names the rank's GPU.
-    ``comm_delay`` delays each bucket's collective (``debug.comm_delay_ms``)."""
+    ``comm_delay`` delays each bucket's collective (``debug.comm_delay_ms``); the hook is
+    the strategy's (``strategy/comm_hook``)."""
     ddp_model = DistributedDataParallel(
         model,
         device_ids=[device.index] if device.type == "cuda" else None,
@@ -43,6 +42,7 @@ def wrap(
     )
     hook: Callable[..., Any] | None = None
     state = None
+    comm_hook = ddp.comm_hook
     if comm_hook.hook is not None:
         # hook: _partial_ of a function (state, bucket) -> future; state: its object or None.
         state = hydra.utils.instantiate(comm_hook.state) if comm_hook.state else None

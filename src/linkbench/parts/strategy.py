@@ -165,9 +165,7 @@ class DataParallel(Parallel):
         delay_ms = config.debug.comm_delay_ms
         self.comm_delay = CommDelay(delay_ms, device) if delay_ms > 0 else None
         assert isinstance(config.strategy, DDPStrategy)  # ddp, zero1
-        self.ddp = ddp.wrap(
-            model, config.strategy, config.comm_hook, device, config.nvtx, self.comm_delay
-        )
+        self.ddp = ddp.wrap(model, config.strategy, device, config.nvtx, self.comm_delay)
         self.module, self.model = model, self.ddp
         # DDP samples its comm/compute timings on the host; a captured step never runs that
         # host code again, so with CUDA graphs it must not sample at the capture.
@@ -198,11 +196,12 @@ class DataParallel(Parallel):
         if op == "all_reduce":  # DDP's buckets (its first is smaller; not modelled)
             assert isinstance(config.strategy, DDPStrategy)
             bucket_mb = config.strategy.bucket_cap_mb
-            return bucket_mb * 2**20 * (config.comm_hook.wire_factor or 1.0)
+            return bucket_mb * 2**20 * (config.strategy.comm_hook.wire_factor or 1.0)
         return self.comm_bytes(config)[op] / dist.get_world_size()  # each rank's shard
 
     def comm_bytes(self, config: Config) -> dict[str, float]:
-        wire = config.comm_hook.wire_factor
+        assert isinstance(config.strategy, DDPStrategy)
+        wire = config.strategy.comm_hook.wire_factor
         grads = tensor_bytes(p for p in self.module.parameters() if p.requires_grad)
         return {} if wire is None else {"all_reduce": grads * wire}
 
