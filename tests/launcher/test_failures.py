@@ -256,6 +256,7 @@ def test_first_failure_orders_the_ranks(tmp_path, files, failures, after_s, expe
     assert expected[1] in reason
 
 
+@pytest.mark.slow  # about 30 s on 2 cores; .ci/run runs it
 def test_resume_continues_a_crashed_job_from_its_checkpoint(tmp_path):
     """The resumed job ends exactly where an uninterrupted one does, and its TensorBoard
     curve continues at the checkpoint's step. The DataLoader's data (5 batches per rank and

@@ -88,6 +88,7 @@ def test_one_ctrl_c_stops_the_whole_sweep_and_says_what_it_kept(tmp_path, rounds
     assert (sweep / "summary.md").is_file()
 
 
+@pytest.mark.slow  # about 30 s on 2 cores; .ci/run runs it
 def test_a_stopped_sweep_is_finished_by_resume(tmp_path):
     sweep = tmp_path / "sweep"
     # Jobs of about 6 s (60 steps of at least 100 ms), long enough to be stopped in.

@@ -4,9 +4,10 @@ job three directories down, where the summary never looked (no summary.md was wr
 
 from __future__ import annotations
 
+import pytest
 from PIL import Image
 
-from linkbench.sweep_defaults import job_subdir
+from linkbench.sweep_defaults import MAX_SUBDIR_BYTES, job_subdir
 
 from ..conftest import QUICK, load_result, run_cli
 
@@ -20,6 +21,21 @@ def test_a_job_subdir_has_no_slash_and_keeps_different_overrides_apart():
     assert job_subdir("") == "" and job_subdir("seed=1") == "seed=1"
 
 
+def test_a_long_job_subdir_fits_a_file_name_and_stays_apart_from_its_neighbours(tmp_path):
+    """The overrides of one sweep can pass the 255 bytes a file system allows a name (the
+    cluster test's fp16 sweep failed with "File name too long")."""
+    base = ",".join(f"key_number_{i}.setting=/some/path/{i}" for i in range(12))
+    names = [f"{base},strategy/comm_hook={h}" for h in ("fp16", "bf16")] + [f"{base},é=1"]
+    subdirs = [job_subdir(n) for n in names]
+    assert len(set(subdirs)) == len(names)
+    assert all(len(s.encode()) <= MAX_SUBDIR_BYTES and "/" not in s for s in subdirs)
+    assert all(s.startswith("key_number_0.setting=%2Fsome") for s in subdirs)
+    for s in subdirs:  # each makes a directory
+        (tmp_path / s).mkdir()
+    assert job_subdir(names[0]) == subdirs[0]  # the same overrides, the same name
+
+
+@pytest.mark.slow  # about 13 s on 2 cores; .ci/run runs it
 def test_a_sweep_over_a_data_root_given_as_a_path_is_summarised(tmp_path):
     root = tmp_path / "images"
     for label in ("cat", "dog"):

@@ -3,12 +3,15 @@ all-reduce, TensorBoard, metrics.json) is outside them."""
 
 from __future__ import annotations
 
+import pytest
+
 from ..conftest import load_result, run_cli
 
 JOB = ["steps=14", "untimed_steps=4", "log_every=1", "batch=4", "task.no_sync_steps=0"]
 INJECTED_MS = 60.0
 
 
+@pytest.mark.slow  # about 30 s on 2 cores; .ci/run runs it
 def test_a_slow_logging_step_leaves_the_step_time_unchanged(tmp_path):
     times = {}
     for delay in (0.0, INJECTED_MS):

@@ -59,8 +59,7 @@ HPARAM_FIELDS = (
 )  # fmt: skip
 
 
-# DDP's settings every ddp or zero1 job logs, its hook's name too (a strategy without them
-# logs none).
+# DDP's settings every ddp or zero1 job logs (a strategy without them logs none).
 DDP_HPARAMS = ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")
 
 

@@ -56,9 +56,8 @@ def check_parts(c: Config, lr: float) -> PartsFacts:
         except Exception as error:
             raise ConfigError(
                 f"strategy.comm_hook.{part}._target_={target} cannot be imported "
-                f"({_cause(error)}); "
-                f"name a {'function' if part == 'hook' else 'class'} by its dotted path, e.g. "
-                "those of conf/strategy/comm_hook/powersgd.yaml."
+                f"({_cause(error)}); name a {'function' if part == 'hook' else 'class'} by its "
+                "dotted path, e.g. those of conf/strategy/comm_hook/powersgd.yaml."
             ) from None
     try:
         with hydra_lookups_quiet():
