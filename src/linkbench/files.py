@@ -12,12 +12,10 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from linkbench.metrics import register, unit
 
 RESULT_FILE = "result.json"
 METRICS_FILE = "metrics.json"
@@ -51,13 +49,6 @@ RANK_LOGS = "rank*.std*.log"
 # The profiler range around each injected communication delay (debug.comm_delay_ms,
 # linkbench.parts.delay), which the trace analysis counts as communication.
 COMM_DELAY_RANGE = "linkbench:comm_delay"
-# The built-in tasks' headlines, for result.json files written before each recorded its own
-# (``headline``; the task's class says it: linkbench.worker.task).
-RECORDED_BEFORE_HEADLINES = {
-    "train": "samples_per_sec",
-    "allreduce": "busbw_gb_s_peak",
-    "links": "host_to_device_gb_s",
-}
 
 
 def replace_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> None:
@@ -73,7 +64,7 @@ def replace_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) ->
         raise
 
 
-def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
+def write_json(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
     text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
     replace_atomically(path, lambda tmp: tmp.write_text(text))
 
@@ -84,27 +75,6 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
-
-
-RESULT_SCHEMA_VERSION = 1
-"""The layout of result.json this linkbench writes (its ``schema_version``). A file without
-one was written before layouts were numbered, in layout 1, and is read as one. A reader
-refuses a layout it does not know (:func:`result_version_problem`) rather than misread it;
-a new layout that renames or reshapes a field raises this number, and its readers read the
-older ones or refuse them in one sentence."""
-
-
-def result_version_problem(result: dict[str, Any], path: str | os.PathLike) -> str | None:
-    """Why this linkbench cannot read the result.json at ``path`` (one sentence naming the
-    fix), or None when it can."""
-    version = result.get("schema_version", 1)
-    if isinstance(version, int) and 1 <= version <= RESULT_SCHEMA_VERSION:
-        return None
-    return (
-        f"{path} has result layout {version!r}, and this linkbench reads layouts 1 to "
-        f"{RESULT_SCHEMA_VERSION}: read it with the linkbench that wrote it (its manifest.json "
-        "names the commit), or upgrade this one."
-    )
 
 
 def trace_path(job_dir: str | os.PathLike, rank: int) -> Path:
@@ -145,16 +115,6 @@ def rank_error_file(log_dir: Path, rank: int) -> Path:
 def failure_file(log_dir: Path, rank: int) -> Path:
     """Where a worker records its own failure (:mod:`linkbench.stop`)."""
     return log_dir / f"failure.rank{rank}.json"
-
-
-def headline(result: dict[str, Any]) -> tuple[str, str]:
-    """(metric, unit) of the headline of a job's result.json, its task's own metrics added to
-    this process's table (``metric_table``)."""
-    register(result.get("metric_table", ()))
-    name = result.get("headline") or RECORDED_BEFORE_HEADLINES.get(
-        result.get("task", "train"), "samples_per_sec"
-    )
-    return name, unit(name)
 
 
 DAMAGED_SUFFIX = ".damaged"

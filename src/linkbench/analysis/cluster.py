@@ -36,6 +36,7 @@ from typing import Any
 
 from linkbench.analysis.emulated import comm_ms
 from linkbench.link.crossing import Call, node_bytes, uplink_bytes
+from linkbench.result import JobResult
 
 PROJECTED_STRATEGIES = ("ddp", "fsdp", "hsdp")
 
@@ -83,7 +84,7 @@ def core_share(cpus: int, world: int) -> float:
     return max(1 / _threads(cpus, world), world / cpus)
 
 
-def _link(result: dict[str, Any], source: str) -> dict[str, Any]:
+def _link(result: JobResult, source: str) -> dict[str, Any]:
     link = result.get("link") or {}
     if result.get("task", "train") != "train" or "measured_busbw_gb_s" not in link:
         raise ClusterError(
@@ -93,7 +94,7 @@ def _link(result: dict[str, Any], source: str) -> dict[str, Any]:
     return link
 
 
-def inside(result: dict[str, Any], source: str) -> float:
+def inside(result: JobResult, source: str) -> float:
     """The bus bandwidth inside a node: the link probe of a job on one node of several
     ranks (it ran over the node's loopback)."""
     link, world = _link(result, source), int(result.get("world_size") or 0)
@@ -105,7 +106,7 @@ def inside(result: dict[str, Any], source: str) -> float:
     return float(link["measured_busbw_gb_s"])
 
 
-def measured(result: dict[str, Any], source: str) -> Measured:
+def measured(result: JobResult, source: str) -> Measured:
     """What the job between nodes (one rank a node) gives, or a sentence saying why not."""
     link, metrics = _link(result, source), result.get("metrics") or {}
     world = int(result.get("world_size") or 0)

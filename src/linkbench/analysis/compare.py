@@ -33,6 +33,7 @@ from linkbench.analysis.stats import (
 )
 from linkbench.analysis.sweep import REPEAT_KEYS, Configuration, group, swept_keys
 from linkbench.metrics import lower_is_better
+from linkbench.result import JobResult
 
 ACCURACY_MARGIN = 0.005  # held-out accuracy "equal" within ±0.5 points
 DEFAULT_AXIS = "interconnect"
@@ -305,7 +306,7 @@ class SweepComparisons:
 
 
 def sweep_comparisons(
-    results: list[dict[str, Any]],
+    results: list[JobResult],
     axis: str | None = None,
     baseline: Any = None,
     margin: float = DEFAULT_MARGIN,

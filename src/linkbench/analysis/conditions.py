@@ -21,13 +21,15 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from linkbench.result import JobResult
+
 CLOCK_SHARE = 0.03
 TEMPERATURE_C = 10.0
 # Clock reasons that slow a GPU down against its will (the rest are settings or idling).
 THROTTLES = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 
 
-def _load(result: dict[str, Any]) -> float | None:
+def _load(result: JobResult) -> float | None:
     runs = result.get("conditions") or []
     loads = [
         point.get("load_1m")
@@ -38,7 +40,7 @@ def _load(result: dict[str, Any]) -> float | None:
     return max(known) if known else None
 
 
-def _throttles(result: dict[str, Any]) -> list[str]:
+def _throttles(result: JobResult) -> list[str]:
     found: set[str] = set()
     for run in (result.get("conditions") or [])[-1:]:
         for when in ("start", "end"):
@@ -49,14 +51,14 @@ def _throttles(result: dict[str, Any]) -> list[str]:
     return sorted(found)
 
 
-def _hw(result: dict[str, Any], key: str) -> float | None:
+def _hw(result: JobResult, key: str) -> float | None:
     value = (result.get("hw") or {}).get(key)
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def drifted(results: list[dict[str, Any]]) -> list[str]:
+def drifted(results: list[JobResult]) -> list[str]:
     """One line per job whose conditions differ from its round mates' (see the module)."""
-    rounds: dict[Any, list[dict[str, Any]]] = {}
+    rounds: dict[Any, list[JobResult]] = {}
     for result in results:
         if result.get("status") == "completed":
             rounds.setdefault(result.get("round"), []).append(result)
@@ -69,7 +71,7 @@ def drifted(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _differences(job: dict[str, Any], mates: list[dict[str, Any]]) -> list[str]:
+def _differences(job: JobResult, mates: list[JobResult]) -> list[str]:
     why = list(_throttles(job))
     if not mates:
         return why

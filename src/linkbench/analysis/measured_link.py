@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from linkbench.link.bandwidth import bus_factor
+from linkbench.result import JobResult
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class MeasuredLink:
     world_size: int
 
     @classmethod
-    def from_result(cls, result: dict[str, Any], source: str) -> MeasuredLink:
+    def from_result(cls, result: JobResult, source: str) -> MeasuredLink:
         rows = [r for r in result.get("collectives", []) if r.get("busbw_gb_s", 0) > 0]
         if result.get("task") != "allreduce" or not rows:
             raise ValueError(

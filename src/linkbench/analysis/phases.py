@@ -13,7 +13,8 @@ planning every configuration up front, the summaries written after each job).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+
+from linkbench.result import JobResult
 
 # Every phase, in the order a job runs them, with what the console calls it.
 PHASES: dict[str, str] = {
@@ -65,7 +66,7 @@ def job_line(phases: Mapping[str, float], wall_s: float) -> str:
     return f"{wall_s:.1f} s: {shown}"
 
 
-def sweep_phases(results: Iterable[dict[str, Any]]) -> tuple[dict[str, float], float]:
+def sweep_phases(results: Iterable[JobResult]) -> tuple[dict[str, float], float]:
     """The phases summed over a sweep's jobs, and the sum of their wall times."""
     total: dict[str, float] = {}
     wall = 0.0
@@ -75,7 +76,7 @@ def sweep_phases(results: Iterable[dict[str, Any]]) -> tuple[dict[str, float], f
     return total, wall
 
 
-def sweep_line(results: Iterable[dict[str, Any]], sweep_wall_s: float) -> str:
+def sweep_line(results: Iterable[JobResult], sweep_wall_s: float) -> str:
     """Of the sweep's wall time: each phase summed over its jobs, then the sweep's own."""
     total, jobs_wall = sweep_phases(results)
     parts = [f"{PHASES.get(n, n)} {s:.1f}" for n, s in ordered(total) if s >= 0.05]

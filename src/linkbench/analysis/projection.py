@@ -30,11 +30,11 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from linkbench.analysis import cluster
 from linkbench.analysis.measured_link import MeasuredLink, messages_of
-from linkbench.files import RESULT_FILE, read_json, result_version_problem
+from linkbench.files import RESULT_FILE
+from linkbench.result import JobResult, UnknownLayout, read_result
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class ProjectionError(ValueError):
     """The job's result.json lacks what the projection needs."""
 
 
-def inputs_from_result(result: dict[str, Any]) -> dict[str, float]:
+def inputs_from_result(result: JobResult) -> dict[str, float]:
     """compute_ms, comm_bytes, overlap_fraction, backward_ms and traced (1.0 when compute and
     overlap come from the job's trace) from a training job."""
     metrics = result.get("metrics", {})
@@ -177,7 +177,15 @@ def main(argv: list[str] | None = None) -> int:
     if not result_file.is_file():
         print(f"{result_file} does not exist: pass a job's output directory", file=sys.stderr)
         return 2
-    result = json.loads(result_file.read_text())
+    try:
+        result = read_result(args.job_dir)
+    except UnknownLayout as error:
+        print(str(error), file=sys.stderr)
+        return 2
+    if result is None:
+        print(f"{result_file} is not a JSON object (cut short?): pass a finished job's "
+              "output directory", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         inputs = inputs_from_result(result)
     except ProjectionError as error:
@@ -186,9 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     measured = curve = None
     if args.links is not None:
         try:
-            curve = MeasuredLink.from_result(read_json(args.links / RESULT_FILE) or {},
-                                             str(args.links))  # fmt: skip
-        except ValueError as error:
+            curve = MeasuredLink.from_result(read_result(args.links) or {}, str(args.links))
+        except ValueError as error:  # UnknownLayout too
             print(str(error), file=sys.stderr)
             return 2
         messages = messages_of(result["metrics"])
@@ -236,14 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _result(job: Path) -> dict[str, Any]:
-    found = read_json(job / RESULT_FILE)
+def _result(job: Path) -> JobResult:
+    try:
+        found = read_result(job)
+    except UnknownLayout as error:
+        raise cluster.ClusterError(str(error).rstrip(".")) from None
     if found is None:
         raise cluster.ClusterError(
             f"{job / RESULT_FILE} is missing or not JSON: pass a finished job's directory"
         )
-    if (problem := result_version_problem(found, job / RESULT_FILE)) is not None:
-        raise cluster.ClusterError(problem.rstrip("."))
     return found
 
 

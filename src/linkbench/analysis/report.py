@@ -38,7 +38,6 @@ from linkbench.analysis.stats import (
 )
 from linkbench.analysis.sweep import (
     Configuration,
-    UnknownLayout,
     group,
     job_settings,
     load_sweep,
@@ -73,6 +72,7 @@ from linkbench.files import (
     replace_atomically,
 )
 from linkbench.metrics import table
+from linkbench.result import JobResult, UnknownLayout
 
 DEFAULT_TOLERANCE = 0.01  # held-out accuracy "stays" within one point of the smallest batch's
 METHOD = (
@@ -260,7 +260,7 @@ def write_summary(
     plots: bool = True,
     family: str = FAMILIES[0],
     out_dir: Path | None = None,
-    read: tuple[list[dict[str, Any]], list[str]] | None = None,
+    read: tuple[list[JobResult], list[str]] | None = None,
 ) -> str | None:
     """Write summary.csv, summary.md and (with ``plots``) the plots into ``out_dir`` (the
     sweep directory: its own summary; another: a re-analysis beside it); return the

@@ -14,8 +14,9 @@ from typing import Any
 
 from linkbench.analysis.outliers import FALSE_FLAGS, flagged
 from linkbench.analysis.stats import Mean, mean_interval
-from linkbench.files import RESULT_FILE, headline, read_json, result_version_problem
+from linkbench.files import RESULT_FILE
 from linkbench.metrics import is_geometric, register
+from linkbench.result import JobResult, headline, read_result
 
 # Keys whose values make runs of one configuration, not configurations of their own.
 REPEAT_KEYS = ("seed", "round")
@@ -32,7 +33,7 @@ class Run:
     seed: int | None = None
 
 
-def witnessed(job: dict[str, Any]) -> bool:
+def witnessed(job: JobResult) -> bool:
     """False where the job's transport check contradicts its arm (``verified`` false)."""
     return (job.get("transport") or {}).get("verified") is not False
 
@@ -42,7 +43,7 @@ class Configuration:
     """One configuration of a sweep (its swept settings) and its jobs."""
 
     settings: tuple[tuple[str, Any], ...]
-    jobs: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[JobResult] = field(default_factory=list)
 
     @property
     def values_by_key(self) -> dict[str, Any]:
@@ -126,37 +127,28 @@ class Configuration:
         return done[0].get(key)
 
 
-class UnknownLayout(ValueError):
-    """A job's result.json is of a layout this linkbench cannot read; the message says which
-    and what to do."""
-
-
-def read_sweep(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def read_sweep(sweep_dir: Path) -> tuple[list[JobResult], list[str]]:
     """Every readable job's result.json under the sweep directory, in path order, and the
     names of the jobs whose result.json cannot be read (cut short, or not a JSON object),
     which the summary names; a task's own metrics (``metric_table``) join this process's
     table before anything is averaged. A result.json of a layout this linkbench does not
-    know is refused (:class:`UnknownLayout`, one sentence), not misread."""
+    know is refused (:class:`~linkbench.result.UnknownLayout`, one sentence), not misread."""
     results, unreadable = [], []
     for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}")):
-        result = read_json(path)
-        if isinstance(result, dict):
-            if (problem := result_version_problem(result, path)) is not None:
-                raise UnknownLayout(problem)
+        if (result := read_result(path.parent)) is not None:
             register(result.get("metric_table", ()))
-            result["job"] = path.parent.name
             results.append(result)
         else:
             unreadable.append(path.parent.name)
     return results, unreadable
 
 
-def load_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
+def load_sweep(sweep_dir: Path) -> list[JobResult]:
     """Every readable job's result.json under the sweep directory (:func:`read_sweep`)."""
     return read_sweep(sweep_dir)[0]
 
 
-def timed_training_s(results: list[dict[str, Any]]) -> float:
+def timed_training_s(results: list[JobResult]) -> float:
     """Seconds of timed training steps in every run of every job."""
     total = 0.0
     for result in results:
@@ -166,13 +158,13 @@ def timed_training_s(results: list[dict[str, Any]]) -> float:
     return total
 
 
-def job_settings(result: dict[str, Any]) -> dict[str, Any]:
+def job_settings(result: JobResult) -> dict[str, Any]:
     """What a job's overrides set, as its record keeps it (``settings``, parsed by Hydra's
     parser when the job ran: :func:`linkbench.config.overrides.settings`)."""
     return dict(result.get("settings", {}))
 
 
-def swept_keys(results: list[dict[str, Any]]) -> list[str]:
+def swept_keys(results: list[JobResult]) -> list[str]:
     """Override keys whose values differ between the jobs, in first-seen order."""
     seen: dict[str, set] = {}
     for result in results:
@@ -186,7 +178,7 @@ def _order(settings: tuple[tuple[str, Any], ...]) -> tuple:
     return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) for _, v in settings)
 
 
-def group(results: list[dict[str, Any]], keys: list[str]) -> list[Configuration]:
+def group(results: list[JobResult], keys: list[str]) -> list[Configuration]:
     """Jobs grouped into configurations, in the order of their swept values."""
     configs: dict[tuple, Configuration] = {}
     settings_keys = [k for k in keys if k not in REPEAT_KEYS]

@@ -13,6 +13,7 @@ from linkbench.analysis.stats import Interval
 from linkbench.analysis.sweep import Configuration
 from linkbench.analysis.trace import STRETCH_WARNING
 from linkbench.metrics import probe_mark
+from linkbench.result import JobResult
 
 TRACE_NOTE = (
     "Milliseconds per profiled step, mean over ranks and traced jobs, from the torch.profiler "
@@ -177,7 +178,7 @@ def jobs_table(configs: list[Configuration]) -> list[str]:
     return out
 
 
-def phases_table(jobs: list[dict[str, Any]]) -> list[str]:
+def phases_table(jobs: list[JobResult]) -> list[str]:
     """Where the jobs' wall time went, phase by phase over every job ([] when none says)."""
     phases, jobs_wall = sweep_phases(jobs)
     if not phases:

@@ -10,6 +10,7 @@ from linkbench.analysis.compare import ACCURACY_MARGIN, Comparison
 from linkbench.analysis.emulated import RATE_KEY, link_settings
 from linkbench.analysis.stats import Interval, Mean
 from linkbench.analysis.sweep import Configuration
+from linkbench.result import JobResult
 
 
 def span(interval: Interval) -> str:
@@ -101,7 +102,7 @@ def unjudged_line(arm: Configuration, base: Configuration, axis: str) -> str:
     )
 
 
-def unfinished_line(job: dict[str, Any]) -> str:
+def unfinished_line(job: JobResult) -> str:
     """A job that failed or was stopped, with what its record says of why."""
     error = " ".join(str(job.get("error") or "no error recorded").split())
     shown = error if len(error) <= 300 else error[:297] + "..."

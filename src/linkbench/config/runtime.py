@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from linkbench.config.schema import Config
+from linkbench.result import JobResult
 
 
 class TaskRuntime(Protocol):
@@ -29,10 +30,10 @@ class TaskRuntime(Protocol):
     def run(cls, plan: Any, me: Any, board: Any) -> dict[str, Any]: ...
 
     @classmethod
-    def finish(cls, fields: dict[str, Any], plan: Any, hardware: dict[str, Any]) -> None: ...
+    def finish(cls, fields: JobResult, plan: Any, hardware: dict[str, Any]) -> None: ...
 
     @classmethod
-    def report(cls, result: dict[str, Any]) -> None: ...
+    def report(cls, result: JobResult) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from torch.utils.tensorboard import SummaryWriter
 from linkbench.config.plan import JobPlan
 from linkbench.files import RECORD_EVENTS_SUFFIX
 from linkbench.metrics import METRICS, metric, table
+from linkbench.result import JobResult
 
 # result.json metric -> final/ tag (also an HParams metric column): the built-in ones.
 FINAL_METRICS = {m.name: m.tag for m in METRICS if m.tag}
@@ -63,7 +64,7 @@ HPARAM_FIELDS = (
 DDP_HPARAMS = ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")
 
 
-def hparams_of(plan: JobPlan, result: dict[str, Any]) -> dict[str, Any]:
+def hparams_of(plan: JobPlan, result: JobResult) -> dict[str, Any]:
     """The keys the job's overrides set, then the fixed set every job logs."""
     c = plan.config
     values = {key: result.get(key) for key in HPARAM_FIELDS}
@@ -105,7 +106,7 @@ def session_end_pb(completed: bool) -> Summary:
 
 def write_job_summary(
     plan: JobPlan,
-    result: dict[str, Any],
+    result: JobResult,
     repeat_metrics: list[dict[str, Any]],
     completed: bool,
     started_s: float,

@@ -40,9 +40,7 @@ from linkbench.files import (
     RERUN_FILE,
     RESULT_FILE,
     rank_log,
-    read_json,
     replace_atomically,
-    result_version_problem,
     write_json,
 )
 from linkbench.launcher import stopping
@@ -59,6 +57,7 @@ from linkbench.link.nccl_bytes import predict as predict_nccl
 from linkbench.link.nccl_log import parse_files, requested_vs_used
 from linkbench.link.netns import LinkError, Network, new_spec
 from linkbench.link.transport import verify, verify_link
+from linkbench.result import JobResult, UnknownLayout, read_result
 from linkbench.stop import Stopped, stops_held
 from linkbench.worker.main import worker_main
 from linkbench.worker.runtime import runtime_of
@@ -291,10 +290,11 @@ def _auto_choices(hydra_cfg: Any, plan: JobPlan) -> dict[str, str]:
     return auto
 
 
-def _completed_result(job_dir: Path) -> dict[str, Any] | None:
-    previous = read_json(job_dir / RESULT_FILE)
-    if previous and (problem := result_version_problem(previous, job_dir / RESULT_FILE)):
-        raise ConfigError(problem)
+def _completed_result(job_dir: Path) -> JobResult | None:
+    try:
+        previous = read_result(job_dir)
+    except UnknownLayout as error:
+        raise ConfigError(str(error)) from None
     return previous if previous and previous.get("status") == "completed" else None
 
 
@@ -458,7 +458,7 @@ def _signal_name(error: BaseException) -> str:
     return "SIGINT" if isinstance(error, KeyboardInterrupt) else "SIGTERM"
 
 
-def report(result: dict[str, Any], task: type[TaskRuntime]) -> float:
+def report(result: JobResult, task: type[TaskRuntime]) -> float:
     """Log the job's outcome in the task's lines and where its time went; return its
     headline metric (for Hydra)."""
     task.report(result)

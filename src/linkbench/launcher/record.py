@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from linkbench.analysis.phases import add, durations
 from linkbench.analysis.trace import analyse as analyse_traces
@@ -32,7 +32,6 @@ from linkbench.files import (
     MANIFEST_FILE,
     METRICS_FILE,
     RESULT_FILE,
-    RESULT_SCHEMA_VERSION,
     read_json,
     write_json,
 )
@@ -42,19 +41,19 @@ from linkbench.link.nccl_log import requested_vs_used
 from linkbench.link.topology import versions
 from linkbench.link.transport import hardware_witness
 from linkbench.metrics import exposed_note, recorded
+from linkbench.result import RESULT_SCHEMA_VERSION, JobResult
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def describe_plan(plan: JobPlan) -> dict[str, Any]:
+def describe_plan(plan: JobPlan) -> JobResult:
     """The plan's facts as result.json records them (a task's own metrics' table entries
     too, for the analysis)."""
     c = plan.config
     task = plan.task_spec
-    own = {"metric_table": recorded(task.metrics)} if task.metrics else {}
-    return {
+    described: JobResult = {
         "task": str(c.task.name),
         "headline": task.headline,
         "world_size": plan.world_size,
@@ -87,8 +86,10 @@ def describe_plan(plan: JobPlan) -> dict[str, Any]:
         "cudnn_benchmark": plan.cudnn_benchmark,
         "round": c.round,
         "notes": plan.notes,
-        **own,
     }
+    if task.metrics:
+        described["metric_table"] = recorded(task.metrics)
+    return described
 
 
 def nccl_tuning(summary: dict[str, Any] | None, requested: dict[str, str]) -> dict[str, Any]:
@@ -142,7 +143,7 @@ class JobRecord:
         self.plan: JobPlan | None = None
         self.runs: list[dict[str, Any]] = []
         self.transports: list[dict[str, Any]] = []
-        self.fields: dict[str, Any] = {
+        self.fields: JobResult = {
             "schema_version": RESULT_SCHEMA_VERSION,
             "status": "failed",
             "overrides": list(overrides.texts),
@@ -188,9 +189,10 @@ class JobRecord:
         return self.plan.run(len(self.runs))
 
     def add_run(self, metrics: dict[str, Any], returned: dict[str, Any]) -> None:
-        """A finished run's metrics and the other values rank 0 returned."""
+        """A finished run's metrics and the other values rank 0 returned (fields of
+        result.json: the task's ``run`` says which)."""
         self.runs.append(metrics)
-        self.fields.update(returned)
+        self.fields.update(cast(JobResult, returned))
 
     def add_conditions(self, conditions: dict[str, Any]) -> None:
         """What the machine was doing at a run's start and end (``conditions``: one entry per
@@ -204,18 +206,20 @@ class JobRecord:
         self.fields["status"] = "completed"
 
     def fail(self, error: str, failed_rank: int | None = None) -> None:
-        self.fields.update(status="failed", error=error)
+        self.fields["status"] = "failed"
+        self.fields["error"] = error
         if failed_rank is not None:
             self.fields["failed_rank"] = failed_rank
 
     def interrupt(self, error: str) -> None:
-        self.fields.update(status="interrupted", error=error)
+        self.fields["status"] = "interrupted"
+        self.fields["error"] = error
 
     @property
     def completed(self) -> bool:
         return self.fields["status"] == "completed"
 
-    def write(self) -> dict[str, Any]:
+    def write(self) -> JobResult:
         """Compose result.json's fields from what the job left (:func:`compose`) and write
         result.json, and once planned the manifest and the TensorBoard summary."""
         outputs = self.outputs()
@@ -241,7 +245,7 @@ class JobRecord:
             runs.append(partial["metrics"])
         planned = self.plan is not None
         return JobOutputs(
-            fields=dict(self.fields),
+            fields=self.fields.copy(),
             runs=runs,
             transports=list(self.transports),
             hardware=(read_json(self.job_dir / HARDWARE_FILE) or {}) if planned else {},
@@ -255,19 +259,19 @@ class JobOutputs:
     facts, what rank 0 returned, the machine's conditions), every run's metrics, every run's
     transport check, the workers' hardware description and the analysed traces."""
 
-    fields: dict[str, Any]
+    fields: JobResult
     runs: list[dict[str, Any]]
     transports: list[dict[str, Any]] = field(default_factory=list)
     hardware: dict[str, Any] = field(default_factory=dict)
     trace: dict[str, Any] | None = None
 
 
-def compose(outputs: JobOutputs, plan: JobPlan | None) -> dict[str, Any]:
+def compose(outputs: JobOutputs, plan: JobPlan | None) -> JobResult:
     """result.json's fields from a job's outputs, reading and writing nothing: the metrics
     (medians over the runs, and every run's), the hardware's warnings, one transport verdict
     with NCCL's tuning and the hardware's witness, the traces beside the untraced step time,
     and what the task adds itself (its ``finish``)."""
-    fields = dict(outputs.fields)
+    fields = outputs.fields.copy()
     runs = outputs.runs
     fields["metrics"] = median_metrics(runs) if runs else {}
     if len(runs) > 1:
@@ -293,7 +297,7 @@ def compose(outputs: JobOutputs, plan: JobPlan | None) -> dict[str, Any]:
 
 
 def write_manifest(
-    job_dir: Path, plan: JobPlan, fields: dict[str, Any], hardware: dict[str, Any]
+    job_dir: Path, plan: JobPlan, fields: JobResult, hardware: dict[str, Any]
 ) -> None:
     """manifest.json: the resolved config, overrides, git state, environment and hardware."""
     manifest = {

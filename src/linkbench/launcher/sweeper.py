@@ -43,6 +43,7 @@ from linkbench.config.hydra_errors import sentence
 from linkbench.config.overrides import key, override_texts, parse, settings
 from linkbench.errors import ConfigError
 from linkbench.files import ROUNDS_FILE, read_json, write_json
+from linkbench.result import JobResult
 from linkbench.sweep_defaults import (
     AUTO,
 )
@@ -357,7 +358,7 @@ class AdaptiveRounds:
         self._write()
         return found.comparisons
 
-    def _record_failures(self, results: list[dict[str, Any]], r: int) -> list[str]:
+    def _record_failures(self, results: list[JobResult], r: int) -> list[str]:
         """Count the jobs of round ``r`` that did not complete; their directory names."""
         failed = []
         for result in results:

@@ -28,6 +28,7 @@ from linkbench.link.bandwidth import bandwidths_gb_s
 from linkbench.link.emulated import LinkSpec, above_limit, entered
 from linkbench.link.health import health
 from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
+from linkbench.result import JobResult
 from linkbench.worker.board import Board
 from linkbench.worker.metric_log import MetricLog
 from linkbench.worker.task import Task
@@ -204,7 +205,7 @@ class AllReduce(Task):
         return {"metrics": metrics, "collectives": rows}
 
     @classmethod
-    def finish(cls, fields: dict[str, Any], plan: JobPlan, hardware: dict[str, Any]) -> None:
+    def finish(cls, fields: JobResult, plan: JobPlan, hardware: dict[str, Any]) -> None:
         """The link's health: the peak busbw against what this interconnect should reach."""
         peak = fields["metrics"].get("busbw_gb_s_peak")
         if peak is not None:
@@ -214,7 +215,7 @@ class AllReduce(Task):
             )  # fmt: skip
 
     @classmethod
-    def report(cls, result: dict[str, Any]) -> None:
+    def report(cls, result: JobResult) -> None:
         metrics = result["metrics"]
         log.info(
             "done: peak %s busbw %.2f GB/s at %s bytes -> %s",

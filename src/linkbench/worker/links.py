@@ -34,6 +34,7 @@ from linkbench.config.plan import RunPlan
 from linkbench.config.tasks import LinksTask
 from linkbench.files import LINKS_CSV, RESULT_FILE
 from linkbench.parts.rank import Rank
+from linkbench.result import JobResult
 from linkbench.worker.board import Board
 from linkbench.worker.task import Task
 
@@ -214,7 +215,7 @@ class Links(Task):
         return {"metrics": metrics, "links": {"rows": rows, "matrices": matrices, "notes": notes}}
 
     @classmethod
-    def report(cls, result: dict[str, Any]) -> None:
+    def report(cls, result: JobResult) -> None:
         metrics = result["metrics"]
         log.info(
             "done: host to GPU %.1f GB/s over %d GPU(s) -> %s",

@@ -24,6 +24,7 @@ from linkbench.config.schema import Config, note_untrained
 from linkbench.config.targets import subclass_named
 from linkbench.files import RESULT_FILE
 from linkbench.metrics import Metric, register
+from linkbench.result import JobResult
 
 if TYPE_CHECKING:
     from linkbench.config.plan import JobPlan, RunPlan
@@ -56,12 +57,12 @@ class Task:
         raise NotImplementedError
 
     @classmethod
-    def finish(cls, fields: dict[str, Any], plan: JobPlan, hardware: dict[str, Any]) -> None:
+    def finish(cls, fields: JobResult, plan: JobPlan, hardware: dict[str, Any]) -> None:
         """Add to ``result.json``'s ``fields`` once every run is in, given the job's
         ``hardware.json`` (nothing by default)."""
 
     @classmethod
-    def report(cls, result: dict[str, Any]) -> None:
+    def report(cls, result: JobResult) -> None:
         """Log the job's outcome (by default its headline and where ``result.json`` is)."""
         headline = result["headline"]
         value = result["metrics"].get(headline, float("nan"))

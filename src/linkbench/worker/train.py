@@ -35,6 +35,7 @@ from linkbench.parts.data import Batches, make_batches
 from linkbench.parts.flops import FlopRate, peak_tflops
 from linkbench.parts.models import build_model, materialize
 from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
+from linkbench.result import JobResult
 from linkbench.worker import checkpoint, phases, probe
 from linkbench.worker.board import Board
 from linkbench.worker.compile_cache import cache_counters, use_cache
@@ -370,7 +371,7 @@ class Train(Task):
         return out
 
     @classmethod
-    def report(cls, result: dict[str, Any]) -> None:
+    def report(cls, result: JobResult) -> None:
         metrics = result["metrics"]
         one_rank = result.get("world_size") == 1 and "comm_exposed_ms" not in metrics
         comm = ", no link (one rank)" if one_rank else ""
