@@ -137,9 +137,11 @@ def result_version_problem(
 
 
 def read_result(job_dir: Path) -> JobResult | None:
-    """The job's result.json, its ``job`` set to the directory's name; None where the file
-    is missing or not a JSON object (cut short). Raises :class:`UnknownLayout` for a layout
-    this linkbench does not know."""
+    """The job's result.json, its ``job`` set to the directory's name and its task's own
+    metrics (``metric_table``) added to this process's table, the one place a reader's table
+    grows (a worker's grows as it loads the task: linkbench.worker.task); None where the
+    file is missing or not a JSON object (cut short). Raises :class:`UnknownLayout` for a
+    layout this linkbench does not know."""
     path = job_dir / RESULT_FILE
     found = read_json(path)
     if not isinstance(found, dict):
@@ -148,13 +150,13 @@ def read_result(job_dir: Path) -> JobResult | None:
         raise UnknownLayout(problem)
     result: JobResult = found  # type: ignore[assignment]  # checked: a known layout
     result["job"] = job_dir.name
+    register(result.get("metric_table", ()))
     return result
 
 
 def headline(result: JobResult) -> tuple[str, str]:
-    """(metric, unit) of the headline of a job's result.json, its task's own metrics added to
-    this process's table (``metric_table``)."""
-    register(result.get("metric_table", ()))
+    """(metric, unit) of the headline of a job's result.json (a task's own metric's unit is
+    known once :func:`read_result` read one of its results)."""
     name = result.get("headline") or RECORDED_BEFORE_HEADLINES.get(
         result.get("task", "train"), "samples_per_sec"
     )

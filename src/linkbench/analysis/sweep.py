@@ -15,7 +15,7 @@ from typing import Any
 from linkbench.analysis.outliers import FALSE_FLAGS, flagged
 from linkbench.analysis.stats import Mean, mean_interval
 from linkbench.files import RESULT_FILE
-from linkbench.metrics import is_geometric, register
+from linkbench.metrics import is_geometric
 from linkbench.result import JobResult, headline, read_result
 
 # Keys whose values make runs of one configuration, not configurations of their own.
@@ -131,12 +131,12 @@ def read_sweep(sweep_dir: Path) -> tuple[list[JobResult], list[str]]:
     """Every readable job's result.json under the sweep directory, in path order, and the
     names of the jobs whose result.json cannot be read (cut short, or not a JSON object),
     which the summary names; a task's own metrics (``metric_table``) join this process's
-    table before anything is averaged. A result.json of a layout this linkbench does not
-    know is refused (:class:`~linkbench.result.UnknownLayout`, one sentence), not misread."""
+    table as each is read, before anything is averaged. A result.json of a layout this
+    linkbench does not know is refused (:class:`~linkbench.result.UnknownLayout`, one
+    sentence), not misread."""
     results, unreadable = [], []
     for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}")):
         if (result := read_result(path.parent)) is not None:
-            register(result.get("metric_table", ()))
             results.append(result)
         else:
             unreadable.append(path.parent.name)
