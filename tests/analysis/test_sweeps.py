@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from linkbench.analysis.report import compare_sweeps, write_summary
@@ -366,6 +367,11 @@ def test_rerun_from_saved_config_is_bit_identical(default_job, tmp_path):
     assert manifest["seed"] == 0 and manifest["config"]["seed"] == 0
     assert {"python", "torch", "hydra", "host"} <= set(manifest["versions"])
     assert json.loads((second / "result.json").read_text())["world_size"] == 2
+    # Each setting once: DDP's live on the strategy, not also in their old, empty places.
+    saved = yaml.safe_load((first / "rerun.yaml").read_text())
+    assert "ddp" not in saved and "comm_hook" not in saved
+    assert saved["strategy"]["bucket_cap_mb"] == 25.0
+    assert saved["strategy"]["comm_hook"]["name"] == "none"
 
 
 @pytest.mark.slow

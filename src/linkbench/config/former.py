@@ -14,6 +14,12 @@ from linkbench.config.groups import DDPConfig
 from linkbench.config.schema import Config
 
 
+OLD_PLACES = ("ddp", "comm_hook")
+"""The config's keys that are only old places: empty once :func:`moved_settings` ran, so a
+record of the config (rerun.yaml, TensorBoard's config text) leaves them out, and a
+rerun.yaml says each setting once."""
+
+
 def moved_settings(config: Config, notes: list[str]) -> Config:
     """``config`` with every setting given in an old place moved to its own (notes added)."""
     return _comm_hook(_ddp_settings(config, notes), notes)

@@ -33,7 +33,7 @@ from linkbench.config.choices import (
 from linkbench.config.compose import follow_machine, to_config, typed_to_plain
 from linkbench.config.data import DataFound
 from linkbench.config.facts import Facts
-from linkbench.config.former import moved_settings
+from linkbench.config.former import OLD_PLACES, moved_settings
 from linkbench.config.layout import Layout, fits
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides
@@ -514,7 +514,7 @@ def make_plan(
         devices=nproc,
     )
     schedule = _schedule(config, steps, lr, steps_per_epoch)
-    plain = typed_to_plain(config)
+    plain = {k: v for k, v in typed_to_plain(config).items() if k not in OLD_PLACES}
     # The workers' environment, from what the config asks of NCCL and what this one has.
     variables = _worker_variables(config)
     env = plan_env(variables, machine.environ)
