@@ -11,9 +11,9 @@ A metric's ``name`` is its key in ``result.json``'s ``metrics``. Rates and times
 
 A task may bring entries of its own (``Task.metrics``, :mod:`linkbench.worker.task`): they are
 recorded in each of its jobs' ``result.json`` (``metric_table``), and :func:`register` adds
-them to a process's table in two places only: where a worker or launcher loads the task's
-class (:func:`linkbench.worker.task.task_class`) and where a reader reads one of its results
-(:func:`linkbench.result.read_result`), the analysis included.
+them to a process's table in two places only: where a process defines the task's class
+(``Task.__init_subclass__``, the launcher and every worker) and where a reader reads one of
+its results (:func:`linkbench.result.read_result`), the analysis included.
 """
 
 from __future__ import annotations

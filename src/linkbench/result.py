@@ -77,6 +77,8 @@ class JobResult(TypedDict, total=False):
     optimizer: str
     strategy: str
     data: str
+    data_learnable: bool
+    """Whether the data's labels can be learnt (the summary judges accuracy only then)."""
     batch: int
     global_batch: int
     scaling: str
@@ -139,7 +141,8 @@ def result_version_problem(
 def read_result(job_dir: Path) -> JobResult | None:
     """The job's result.json, its ``job`` set to the directory's name and its task's own
     metrics (``metric_table``) added to this process's table, the one place a reader's table
-    grows (a worker's grows as it loads the task: linkbench.worker.task); None where the
+    grows (a planner's or worker's grows as it defines the task's class:
+    linkbench.worker.task.Task); None where the
     file is missing or not a JSON object (cut short). Raises :class:`UnknownLayout` for a
     layout this linkbench does not know."""
     path = job_dir / RESULT_FILE

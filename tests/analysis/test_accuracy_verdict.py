@@ -12,7 +12,9 @@ from linkbench.analysis.report import write_summary
 from linkbench.files import RESULT_FILE, write_json
 
 
-def _sweep(sweep: Path, accuracy_drop: float, data: str = "digits") -> str:
+def _sweep(
+    sweep: Path, accuracy_drop: float, data: str = "digits", learnable: bool | None = None
+) -> str:
     """4 rounds of batch 256 against batch 32: 30 % faster, accuracy lower by the drop."""
     rng = random.Random(5)
     for r in range(4):
@@ -26,6 +28,7 @@ def _sweep(sweep: Path, accuracy_drop: float, data: str = "digits") -> str:
                     "status": "completed",
                     "task": "train",
                     "data": data,
+                    **({} if learnable is None else {"data_learnable": learnable}),
                     "settings": {"batch": batch, "round": r},
                     "round": r,
                     "metrics": {
@@ -52,8 +55,18 @@ def test_the_verdict_says_whether_accuracy_held(tmp_path, drop, said):
     assert said in _sweep(tmp_path, drop)
 
 
-def test_synthetic_data_gets_no_accuracy_verdict(tmp_path):
-    assert "accuracy" not in _sweep(tmp_path, 0.012, data="synthetic")
+@pytest.mark.parametrize(
+    ("data", "learnable"),
+    [("synthetic", None), ("synthetic", False), ("noise", False)],
+)
+def test_data_whose_labels_cannot_be_learnt_gets_no_accuracy_verdict(tmp_path, data, learnable):
+    """What the job recorded of its data option decides (an outside option of random labels,
+    ``noise``, too); a file written before it was recorded: synthetic data."""
+    assert "accuracy" not in _sweep(tmp_path, 0.012, data=data, learnable=learnable)
+
+
+def test_data_whose_labels_can_be_learnt_gets_its_accuracy_verdict_whatever_its_name(tmp_path):
+    assert ", but accuracy lower by 1.2 [" in _sweep(tmp_path, 0.012, data="mine", learnable=True)
 
 
 def test_a_sweep_over_seeds_pairs_each_seed_of_the_arm_with_the_same_seed_of_the_baseline(

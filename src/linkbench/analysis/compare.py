@@ -198,9 +198,10 @@ def accuracy_interval(
     arm: Configuration, base: Configuration, options: IntervalOptions
 ) -> Interval | None:
     """The arm's held-out accuracy minus the baseline's, with its interval; None without
-    held-out accuracy on both sides (or on synthetic data, whose accuracy is chance)."""
+    held-out accuracy on both sides (or on data whose labels cannot be learnt, whose
+    accuracy is chance: :meth:`Configuration.learnable`)."""
     accuracy, base_accuracy = arm.values("eval_accuracy"), base.values("eval_accuracy")
-    if not accuracy or not base_accuracy or "synthetic" in (arm.first("data"), base.first("data")):
+    if not accuracy or not base_accuracy or not (arm.learnable() and base.learnable()):
         return None
     pairs = _pairs(arm, base, "eval_accuracy")
     return difference_interval(accuracy, base_accuracy, pairs, **options)

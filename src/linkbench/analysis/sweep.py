@@ -121,6 +121,13 @@ class Configuration:
         states = {str(job.get("status")) for job in self.jobs}
         return states.pop() if len(states) == 1 else "partial"
 
+    def learnable(self) -> bool:
+        """Whether its data's labels can be learnt, so its held-out accuracy means something
+        (result.json's ``data_learnable``; a file written before it: any data but the
+        synthetic, whose labels are random)."""
+        recorded = self.first("data_learnable")
+        return bool(recorded) if recorded is not None else self.first("data") != "synthetic"
+
     def first(self, key: str) -> Any:
         """A job-level field (transport, backend...) of the first completed job, or any."""
         done = [j for j in self.jobs if j.get("status") == "completed"] or self.jobs

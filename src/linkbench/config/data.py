@@ -55,6 +55,9 @@ class DataConfig:
     on_device: ClassVar[bool] = False
     """Made on each rank's device, batch by batch, in whatever form the model takes (images
     or tokens): no data set, no loader, no size."""
+    learnable: ClassVar[bool] = True
+    """Its labels follow its inputs, so held-out accuracy says what training learnt (the
+    summary judges accuracy only then: result.json's ``data_learnable``)."""
 
     def __post_init__(self) -> None:
         require(
@@ -92,6 +95,7 @@ class SyntheticData(DataConfig):
     """Samples in the held-out set."""
 
     on_device = True
+    learnable = False  # random labels: its accuracy is chance
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -13,7 +13,6 @@ from linkbench.config.checks import require
 from linkbench.config.groups import DDPConfig
 from linkbench.config.schema import Config
 
-
 OLD_PLACES = ("ddp", "comm_hook")
 """The config's keys that are only old places: empty once :func:`moved_settings` ran, so a
 record of the config (rerun.yaml, TensorBoard's config text) leaves them out, and a

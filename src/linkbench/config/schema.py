@@ -53,7 +53,6 @@ from linkbench.config.groups import (
 )
 from linkbench.config.targets import import_class
 from linkbench.metrics import Metric
-from linkbench.metrics import register as register_metrics
 
 # What a strategy may claim it can run (class attributes of its option, or of an outside
 # strategy's runtime class); a claim it does not make is no.
@@ -188,8 +187,8 @@ class TaskConfig:
 
     def spec(self) -> TaskSpec:
         """This option, or for a runtime class that no option of the package describes (one
-        from outside, or a ``_target_`` overridden), that class, imported here; its own
-        metrics join this process's table."""
+        from outside, or a ``_target_`` overridden), that class, imported here (its own
+        metrics join this process's table as it is defined: linkbench.worker.task.Task)."""
         if self._target_ == own_target(type(self)):
             return self
         cls = import_class("task._target_", self._target_, "linkbench.worker.task.Task", "run")
@@ -198,7 +197,6 @@ class TaskConfig:
             f"task._target_={self._target_} names no headline metric; give its class one "
             "(see docs/extending.md).",
         )
-        register_metrics(cls.metrics)
         return typing.cast(TaskSpec, cls)
 
     def check(self, config: Config, device_type: str, notes: list[str]) -> None:

@@ -71,6 +71,7 @@ def describe_plan(plan: JobPlan) -> JobResult:
         "optimizer": c.optimizer.name,
         "strategy": str(c.strategy.name),
         "data": str(c.data.name),
+        "data_learnable": c.data.learnable,
         "batch": c.batch,
         "global_batch": plan.global_batch,
         "scaling": str(c.scaling.rule),

@@ -41,9 +41,17 @@ class Task:
     headline: ClassVar[str] = ""
     """The key of ``result.json``'s ``metrics`` a sweep judges the task by."""
     metrics: ClassVar[tuple[Metric, ...]] = ()
-    """Table entries for metrics :mod:`linkbench.metrics` does not know yet."""
+    """Table entries for metrics :mod:`linkbench.metrics` does not know yet: they join the
+    table of every process that defines the class (:meth:`__init_subclass__`)."""
     trains: ClassVar[bool] = False
     """Whether the job trains a model (data, budget, held-out checks and FLOPs apply)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A task's own metrics join this process's table as its class is defined: in the
+        launcher that plans it and in every worker that unpickles the plan alike, so a
+        worker logs its ``live`` series and the record its ``final/*`` scalars."""
+        super().__init_subclass__(**kwargs)
+        register(cls.metrics)
 
     @classmethod
     def check(cls, config: Config, device_type: str, notes: list[str]) -> None:
@@ -70,8 +78,6 @@ class Task:
 
 
 def task_class(target: str) -> type[Task]:
-    """The runtime :class:`Task` subclass ``task._target_`` names, its own metrics added to
-    this process's table."""
-    cls = subclass_named("task._target_", target, Task, has="run")
-    register(cls.metrics)
-    return cls
+    """The runtime :class:`Task` subclass ``task._target_`` names (importing it added its
+    own metrics to this process's table)."""
+    return subclass_named("task._target_", target, Task, has="run")
