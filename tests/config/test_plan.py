@@ -547,3 +547,17 @@ def test_each_run_has_a_plan_of_its_own(compose_config, tmp_path):
     assert first.log_dir == tmp_path / "logs" and third.log_dir == tmp_path / "logs" / "repeat2"
     linked = dataclasses.replace(third, link=LinkSpec("0123abcd", 1.0, 0.0, 0.0, 2))
     assert linked.link is not None and third.link is None and plan.run(2) == third
+
+
+@pytest.mark.parametrize(
+    ("interconnect", "noted"),
+    [("pcie", True), ("socket", True), ("nvlink", True), ("auto", False), ("emulated", False)],
+)
+def test_an_arm_of_nccl_variables_on_gloo_is_noted_and_an_arm_of_its_own_link_is_not(
+    compose_config, tmp_path, interconnect, noted
+):
+    """An option that only sets NCCL's variables changes nothing on gloo; auto sets none,
+    and the emulated arm's link is its own, whatever its name."""
+    plan = plan_job(compose_config([f"interconnect={interconnect}"]), str(tmp_path), [], CPU)
+    said = f"interconnect={interconnect} sets NCCL variables, which have no effect on backend=gloo."
+    assert (said in plan.notes) is noted, plan.notes

@@ -56,10 +56,13 @@ def topology(name: str, gpus: int, nvlink: bool) -> dict:
 def test_allreduce_health_against_the_published_figure():
     from linkbench.link.health import health
 
-    good = health(360.0, 8, "nvlink", topology("H200", 8, True))
+    good = health(360.0, 8, "nvlink", "P2P", topology("H200", 8, True))
     assert good["verdict"] == "as expected" and "nccl-tests issue 212" in good["line"]
-    low = health(150.0, 8, "auto", topology("H100 80GB HBM3", 8, True))
+    low = health(150.0, 8, "auto", "any", topology("H100 80GB HBM3", 8, True))
     assert low["verdict"] == "low" and "nvidia-smi nvlink -s" in low["line"]
-    assert health(20.0, 2, "nvlink", topology("L40S", 2, False))["verdict"] is None
-    assert health(0.0, 1, "auto", topology("H200", 1, True))["verdict"] is None
-    assert health(30.0, 8, "pcie", topology("H200", 8, True))["verdict"] is None
+    assert health(20.0, 2, "nvlink", "P2P", topology("L40S", 2, False))["verdict"] is None
+    assert health(0.0, 1, "auto", "any", topology("H200", 1, True))["verdict"] is None
+    # Arms of another transport have no peer-to-peer reference, whatever their name.
+    for arm, transport in (("pcie", "SHM"), ("socket", "NET"), ("emulated", "NET")):
+        judged = health(30.0, 8, arm, transport, topology("H200", 8, True))
+        assert judged == {"verdict": None, "line": f"no reference for interconnect={arm}"}

@@ -487,7 +487,7 @@ def make_plan(
         _check_held_out(config, facts.data, layout.data)
         notes.extend(_scaling_notes(config))
     _check_emulated(config, facts, nnodes * nproc)
-    if backend == "gloo" and config.interconnect.name not in ("auto", "emulated"):
+    if backend == "gloo" and config.interconnect.env and config.interconnect.link() is None:
         notes.append(
             f"interconnect={config.interconnect.name} sets NCCL variables, which have no effect "
             "on backend=gloo."

@@ -42,14 +42,20 @@ def link_type(topology: dict[str, Any]) -> str | None:
 
 
 def health(
-    peak_gb_s: float, world_size: int, interconnect: str, topology: dict[str, Any]
+    peak_gb_s: float,
+    world_size: int,
+    interconnect: str,
+    expected_transport: str,
+    topology: dict[str, Any],
 ) -> dict[str, Any]:
-    """The health verdict of a peak all_reduce busbw on this hardware."""
+    """The health verdict of a peak all_reduce busbw on this hardware. The references are
+    of peer-to-peer all-reduces, so an arm that expects another transport (``SHM``, ``NET``:
+    pcie, socket, an emulated link) has none."""
     link = link_type(topology)
     names = {g.get("name", "") for g in topology.get("gpus", [])}
     if world_size < 2 or link is None:
         return {"verdict": None, "line": "no reference: needs two or more GPUs with NVML topology"}
-    if interconnect in ("pcie", "socket"):
+    if expected_transport not in ("P2P", "any"):
         return {"verdict": None, "line": f"no reference for interconnect={interconnect}"}
     for ref in REFERENCES:
         if (ref.gpus, ref.link) == (world_size, link) and all(

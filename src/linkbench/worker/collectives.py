@@ -211,7 +211,7 @@ class AllReduce(Task):
         if peak is not None:
             fields["health"] = health(
                 peak, plan.world_size, str(plan.config.interconnect.name),
-                hardware.get("topology") or {},
+                str(plan.config.interconnect.expected_transport), hardware.get("topology") or {},
             )  # fmt: skip
 
     @classmethod
