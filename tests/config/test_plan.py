@@ -473,7 +473,9 @@ def test_planning_decides_from_the_facts_and_touches_no_file(compose_config, tmp
 
     from linkbench.config.overrides import JobOverrides
     from linkbench.config.plan import job_config, make_plan
+    from linkbench.launcher.parts_check import check_parts
     from linkbench.launcher.planning import gather_facts
+    from linkbench.worker.runtime import runtime_of
 
     global _seen
     root = tmp_path / "images"
@@ -489,15 +491,18 @@ def test_planning_decides_from_the_facts_and_touches_no_file(compose_config, tmp
     config = job_config(compose_config(texts), given, CPU)
     facts = gather_facts(config, job_dir, CPU)
     assert facts.data.classes == 2 and facts.checkpoint.damaged is not None
-    make_plan(config, str(job_dir), given, facts)  # the imports it makes, made
+    # The launcher's own path: the parts built and checked, the runtime classes resolved.
+    real = {"parts_check": check_parts, "runtime_of": runtime_of}
+    make_plan(config, str(job_dir), given, facts, **real)  # the imports it makes, made
     sys.addaudithook(_audit)
     _seen = []
     try:
-        plan = make_plan(config, str(job_dir), given, facts)
+        plan = make_plan(config, str(job_dir), given, facts, **real)
     finally:
         seen, _seen = _seen, None
     assert seen == []
-    assert plan.config.data.num_classes == 2
+    assert plan.config.data.num_classes == 2 and plan.flops_per_sample  # the parts were built
+    assert plan.runtime is not None
     assert plan.steps == 2 * (48 // (2 * 4))  # 60 images, 12 held out, 2 ranks of batch 4
     assert any("checkpoint.json cannot be read" in note for note in plan.notes)
     assert (job_dir / "checkpoint.json").exists() and plan.resume_step is None
