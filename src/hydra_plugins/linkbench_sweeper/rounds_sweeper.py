@@ -21,11 +21,12 @@ imports it to look for plugins, so the sweeper is there for any Hydra app, run.p
 # dataclasses cannot resolve string annotations.
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
 from omegaconf import OmegaConf
 
 from linkbench.sweep_defaults import (
@@ -122,13 +123,16 @@ class RoundsSweeper(BasicSweeper):
         stopping.reset()
         assert self.launcher is not None
         if type(self.launcher).__name__ == "BasicLauncher":  # one job at a time: stoppable
-            self.launcher = stopping.OneJobAtATime(
-                self.launcher, self._jobs_not_taken, self.is_adaptive
+            # The wrappers stand in for the launcher (every other attribute is its own).
+            self.launcher = cast(
+                Launcher,
+                stopping.OneJobAtATime(self.launcher, self._jobs_not_taken, self.is_adaptive),
             )
         elif type(self.launcher).__module__.startswith("hydra_plugins.hydra_submitit_launcher"):
             # a batch at once, each job in submitit's processes
-            self.launcher = stopping.BatchAtOnce(
-                self.launcher, self._jobs_not_taken, self.is_adaptive
+            self.launcher = cast(
+                Launcher,
+                stopping.BatchAtOnce(self.launcher, self._jobs_not_taken, self.is_adaptive),
             )
         return self._run(arguments)
 
@@ -184,7 +188,7 @@ class RoundsSweeper(BasicSweeper):
 
     def _multirun_end(self) -> None:
         """The callbacks' end of the sweep (its summary), before the sweep ends otherwise."""
-        assert self.hydra_context is not None
+        assert self.hydra_context is not None and self.config is not None
         self.hydra_context.callbacks.on_multirun_end(
             config=self.config, loader=self.hydra_context.config_loader
         )
@@ -195,6 +199,7 @@ class RoundsSweeper(BasicSweeper):
         from linkbench.analysis.sweep import load_sweep
         from linkbench.launcher import sweep_end
 
+        assert self.config is not None
         self._multirun_end()
         kept = [j for j in load_sweep(Path(str(self.config.hydra.sweep.dir)))
                 if j.get("status") == "completed"]  # fmt: skip
@@ -245,8 +250,10 @@ class RoundsSweeper(BasicSweeper):
 
         machine = Machine.current()
 
+        config = self.config
+
         def plan(job: list[str]) -> None:
-            cfg = loader.load_sweep_config(self.config, job)
+            cfg = loader.load_sweep_config(config, job)
             with open_dict(cfg):
                 del cfg["hydra"]
             plan_job(cfg, None, job, machine, check_parts, runtime_of=runtime_of)
