@@ -93,6 +93,15 @@ def test_hparams_leave_unset_keys_out_so_number_columns_stay_numbers(compose_con
     assert values["strategy/comm_hook"] == "bf16" and "strategy.comm_hook" not in values
     fsdp = plan_job(compose_config(["strategy=fsdp"]), str(tmp_path), [], CPU)
     assert "strategy/comm_hook" not in hparams_of(fsdp, {})
+    # Each strategy's own settings are columns, read from its option (none named here).
+    assert values["strategy.bucket_cap_mb"] == 25.0 and values["strategy.static_graph"] is False
+    fsdp_values = hparams_of(fsdp, {})
+    assert fsdp_values["strategy.reshard_after_forward"] is True
+    assert not {"strategy.bucket_cap_mb", "strategy.shard_classes"} & set(fsdp_values)
+    texts = ["strategy=fsdp", "strategy.param_dtype=bfloat16"]
+    mixed = hparams_of(plan_job(compose_config(texts), str(tmp_path), [], CPU), {})
+    assert mixed["strategy.param_dtype"] == "bfloat16"  # a choice: its name
+    assert "strategy.param_dtype" not in fsdp_values  # unset: left out
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     end = session_end_pb(True).value[0].metadata.plugin_data.content

@@ -11,7 +11,9 @@ metric, so no job's choice of columns hides another's (tensorflow/tensorboard is
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from enum import Enum
 from typing import Any
 
 from tensorboard.compat.proto.summary_pb2 import Summary
@@ -60,8 +62,25 @@ HPARAM_FIELDS = (
 )  # fmt: skip
 
 
-# DDP's settings every ddp or zero1 job logs (a strategy without them logs none).
-DDP_HPARAMS = ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")
+# An option's keys that say which option it is, not how it is set.
+NOT_SETTINGS = ("name", "_target_", "description", "expected_transport")
+
+
+def option_settings(prefix: str, option: Any) -> dict[str, Any]:
+    """An option's own settings of one value each, as its override names them
+    (``strategy.bucket_cap_mb``, ``interconnect.rate_gbit_s``): a new strategy's or link's
+    setting is a column without a word here. Numbers are floats, so a column of them stays
+    one type; choices are their names; lists and nested options are left out."""
+    found: dict[str, Any] = {}
+    for key in (f.name for f in dataclasses.fields(option) if f.name not in NOT_SETTINGS):
+        value = getattr(option, key)
+        if isinstance(value, Enum):
+            value = str(value.value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = float(value)
+        if value is None or isinstance(value, (bool, float, str)):
+            found[f"{prefix}.{key}"] = value
+    return found
 
 
 def hparams_of(plan: JobPlan, result: JobResult) -> dict[str, Any]:
@@ -70,18 +89,9 @@ def hparams_of(plan: JobPlan, result: JobResult) -> dict[str, Any]:
     values = {key: result.get(key) for key in HPARAM_FIELDS}
     if (hook := c.strategy.hook()) is not None:
         values["strategy/comm_hook"] = hook.name  # as a sweep's override names it
-    for key in DDP_HPARAMS:
-        if hasattr(c.strategy, key):
-            value = getattr(c.strategy, key)
-            values[f"strategy.{key}"] = float(value) if key == "bucket_cap_mb" else value
+    values.update(option_settings("strategy", c.strategy))
     if (arm := c.interconnect.link()) is not None:
-        values.update(
-            {
-                "interconnect.rate_gbit_s": arm.rate_gbit_s,
-                "interconnect.delay_ms": arm.delay_ms,
-                "interconnect.jitter_ms": arm.jitter_ms,
-            }
-        )
+        values.update(option_settings("interconnect", arm))
     ordered = {**plan.settings, **values}
     # A key left unset is left out (TensorBoard shows it empty), so a column of numbers
     # stays numbers instead of mixing in a string for "null".
