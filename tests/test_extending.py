@@ -193,7 +193,7 @@ def test_a_task_and_its_metric_from_outside_the_package_run_and_are_judged(tmp_p
     events = EventAccumulator(str(next(sweep.glob("*extra_us=2000,*"))))
     events.Reload()
     logged = {tag: events.Scalars(tag)[0].value for tag in ("perf/barrier_us", "final/barrier_us")}
-    assert logged["perf/barrier_us"] == pytest.approx(result["repeat_metrics"][0]["barrier_us"])
+    assert logged["perf/barrier_us"] == pytest.approx(result["metrics"]["barrier_us"])
     line = next(x for x in done.stdout.splitlines() if "task.options.extra_us=6000 vs 2000" in x)
     assert "**slower**" in line and "(us, 3 vs 3 runs, paired)" in line, line
     rows = {r["task.options.extra_us"]: r for r in csv.DictReader((sweep / "summary.csv").open())}

@@ -105,6 +105,7 @@ def record_failure(log_dir: Path, rank: int, error: BaseException, no_space: boo
         "time": time.time(),
         "error": f"{type(error).__name__}: {error}".strip(),
         "stopped": isinstance(error, tuple(STOP_SIGNALS)),
+        "peer_left": peer_left(error),
         "no_space": no_space,
         "traceback": "".join(traceback.format_exception(error)),
     }

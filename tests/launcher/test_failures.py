@@ -256,6 +256,24 @@ def test_first_failure_orders_the_ranks(tmp_path, files, failures, after_s, expe
     assert expected[1] in reason
 
 
+def test_a_rank_the_launcher_did_not_list_is_not_blamed(tmp_path):
+    """Rank 0 raised after rank 1 had finished its part and ended well: the launcher lists
+    rank 0 alone. Before, rank 1 was named first, "killed from outside", with a guess of the
+    out-of-memory killer (an outside task whose rank 0 failed logging a metric)."""
+    record = {"time": 1.0, "error": "KeyError: barrier_us", "stopped": False, "peer_left": False}
+    (tmp_path / "failure.rank0.json").write_text(json.dumps(record))
+    for world_size in (2, 4):
+        assert first_failure({0: _Exit(1)}, tmp_path, world_size, ended_at=1.5) == (
+            0, "KeyError: barrier_us"
+        )  # fmt: skip
+    # Where rank 0 only lost its peer, the silent rank the launcher did not list is the one
+    # that left (killed with SIGKILL before the launcher saw it end).
+    lost = {**record, "error": "RuntimeError: Connection closed by peer", "peer_left": True}
+    (tmp_path / "failure.rank0.json").write_text(json.dumps(lost))
+    rank, reason = first_failure({0: _Exit(1)}, tmp_path, 2, ended_at=1.5)
+    assert rank == 1 and "killed from outside" in reason
+
+
 @pytest.mark.slow  # about 30 s on 2 cores; .ci/run runs it
 def test_resume_continues_a_crashed_job_from_its_checkpoint(tmp_path):
     """The resumed job ends exactly where an uninterrupted one does, and its TensorBoard

@@ -33,19 +33,23 @@ def first_failure(
     the ranks it saw end), every rank's failure file, and the time the launcher gave up
     (``ended_at``, seconds since the epoch). A rank killed from outside leaves no file: it
     failed first unless the launcher's grace period passed, in which case the launcher may
-    have killed it itself."""
+    have killed it itself. A rank the launcher did not list is suspected only where the first
+    error a rank recorded is that a peer left (``peer_left``): after an error of a rank's
+    own, an unlisted rank ended well or was stopped by the launcher."""
     recorded = _recorded(log_dir, world_size)
     first_own = _first_own(recorded)
     grace_passed = (
         first_own is not None and ended_at - recorded[first_own]["time"] >= LAUNCHER_GRACE_S
     )
+    # A record from before peer_left was recorded counts as one (the old reading).
+    own_error = first_own is not None and not recorded[first_own].get("peer_left", True)
     if not grace_passed:
         for rank in range(world_size):
             failure = failures.get(rank)
             signum = -failure.exitcode if failure is not None else 0
             if signum > 0 and signum not in LAUNCHER_SIGNALS:
                 return rank, f"killed by {signal.Signals(signum).name} (exit code {-signum})"
-            if rank in recorded or signum in LAUNCHER_SIGNALS:
+            if rank in recorded or signum in LAUNCHER_SIGNALS or (failure is None and own_error):
                 continue
             if failure is not None and failure.exitcode > 0:
                 return rank, f"exit code {failure.exitcode} before it could record an error"
