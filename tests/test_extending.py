@@ -361,3 +361,69 @@ def test_a_data_option_from_outside_the_package_trains_and_is_evaluated(tmp_path
     refused = run_cli([*given, f"hydra.run.dir={tmp_path / 'no'}"], env=env)
     assert refused.returncode != 0
     assert "data=stripes has none" in refused.stderr, refused.stderr[-2000:]
+
+
+STRIPES_OPTION = '''
+"""The stripes option's schema: its keys and checks (no torch: Hydra imports it each run)."""
+from dataclasses import dataclass
+
+from linkbench.config.checks import require
+from linkbench.config.data import DataFound, LoadedData
+
+
+@dataclass
+class StripesData(LoadedData):
+    name: str = "stripes"
+    _target_: str = "my_data.stripes.Stripes"
+    num_workers: int = 0
+    period: int = 1
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.period >= 1, f"data.period={self.period} must be at least 1.")
+
+    def survey(self):
+        return DataFound(train_size=256, held_out_size=64)
+'''
+
+STORED = '''
+"""Hydra imports every module under hydra_plugins as it starts: the option is stored here."""
+from hydra.core.config_store import ConfigStore
+
+from my_data.options import StripesData
+
+ConfigStore.instance().store(group="data", name="stripes", node=StripesData)
+'''
+
+
+def test_a_typed_data_option_of_an_installed_package_trains_through_run_py(tmp_path):
+    """An outside package's option with a typed setting of its own (data.period, not
+    data.options.period): a hydra_plugins module of the package stores its dataclass, so
+    run.py knows the key, refuses a bad value before any worker starts and trains with it;
+    no YAML file, no --config-dir."""
+    lab = tmp_path / "lab"
+    files = {
+        "my_data/__init__.py": "",
+        "my_data/options.py": STRIPES_OPTION,
+        "my_data/stripes.py": STRIPES,
+        "hydra_plugins/my_data_options/__init__.py": STORED,
+    }
+    for path, text in files.items():
+        (lab / path).parent.mkdir(parents=True, exist_ok=True)
+        (lab / path).write_text(text)
+    env = clean_env(python_path=lab)
+    args = ["data=stripes", "data.period=2", "data.num_classes=4", "epochs=1", "batch=16",
+            "untimed_steps=2", "log_every=2", "task.no_sync_steps=0"]  # fmt: skip
+    job = tmp_path / "job"
+    done = run_cli([*args, f"hydra.run.dir={job}"], env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(job)
+    assert (result["status"], result["data"], result["steps"]) == ("completed", "stripes", 8)
+    manifest = json.loads((job / "manifest.json").read_text())
+    assert manifest["config"]["data"]["period"] == 2
+    for wrong, said in (("data.period=0", "data.period=0 must be at least 1."),
+                        ("data.perido=2", "data.perido is not a key of linkbench's config; "
+                                          "did you mean data.period")):  # fmt: skip
+        refused = run_cli(["data=stripes", wrong, f"hydra.run.dir={tmp_path / 'no'}"], env=env)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr[-2000:]
+        assert len(refused.stderr.strip().splitlines()) == 1

@@ -14,6 +14,7 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
+from hydra.core.plugins import Plugins
 from hydra.errors import HydraException
 
 # Keys that say how to run a job, not what it measures: left out of its settings.
@@ -123,11 +124,13 @@ def unknown_key(arguments: list[str], schema: type) -> str | None:
     """One sentence for the first override that sets a key the config schema lacks, with
     the nearest keys it has ("did you mean steps?"); None when every key is known. Keys
     added with ``+``, Hydra's own and config groups' paths (``hydra/launcher``) are left to
-    Hydra."""
+    Hydra. The options of other installed packages count: Hydra's plugin scan, which every
+    run makes anyway, imports their ``hydra_plugins`` modules, which store them."""
     try:
         parsed = parse(arguments)
     except HydraException:
         return None  # Hydra says what is wrong with the syntax itself
+    Plugins.instance()  # an outside option's dataclass, stored before its keys are read
     keys = _schema_keys(schema)
     for override in parsed:
         name = key(override)
