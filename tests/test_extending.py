@@ -289,6 +289,30 @@ class Stripes(DataSource):
 '''
 
 
+STRIPES_OPTION = '''
+"""The stripes option's schema: its keys and checks (no torch: Hydra imports it each run)."""
+from dataclasses import dataclass
+
+from linkbench.config.checks import require
+from linkbench.config.data import DataFound, LoadedData
+
+
+@dataclass
+class StripesData(LoadedData):
+    name: str = "stripes"
+    _target_: str = "my_data.stripes.Stripes"
+    num_workers: int = 0
+    period: int = 1
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.period >= 1, f"data.period={self.period} must be at least 1.")
+
+    def survey(self):
+        return DataFound(train_size=256, held_out_size=64)
+'''
+
+
 def _outside_data(tmp_path):
     yaml = (
         "name: stripes\n_target_: my_data.stripes.Stripes\nnum_classes: 4\noptions: {period: 2}\n"
@@ -302,34 +326,18 @@ def test_a_new_data_option_with_a_setting_of_its_own_is_one_dataclass(
     """What docs/extending.md says a new data option takes: one dataclass (its keys, checks
     and sizes, stored under its name) and one runtime class that builds its data set, which
     the plan resolves once and every rank calls from the plan."""
-    from dataclasses import dataclass
-
     import torch
     from hydra.core.config_store import ConfigStore
 
-    from linkbench.config.checks import require
-    from linkbench.config.data import DataFound, LoadedData
     from linkbench.parts.data import make_batches
     from linkbench.parts.rank import Rank
 
     from .conftest import job_plan
 
     _outside_data(tmp_path)
+    (tmp_path / "lab" / "my_data" / "options.py").write_text(STRIPES_OPTION)
     monkeypatch.syspath_prepend(str(tmp_path / "lab"))
-
-    @dataclass
-    class StripesData(LoadedData):
-        name: str = "stripes"
-        _target_: str = "my_data.stripes.Stripes"
-        num_workers: int = 0
-        period: int = 1
-
-        def __post_init__(self):
-            super().__post_init__()
-            require(self.period >= 1, f"data.period={self.period} must be at least 1.")
-
-        def survey(self):
-            return DataFound(train_size=256, held_out_size=64)
+    from my_data.options import StripesData
 
     ConfigStore.instance().store(group="data", name="stripes", node=StripesData)
     overrides = ["data=stripes", "data.period=2", "data.num_classes=4", "epochs=2", "batch=16"]
@@ -362,29 +370,6 @@ def test_a_data_option_from_outside_the_package_trains_and_is_evaluated(tmp_path
     assert refused.returncode != 0
     assert "data=stripes has none" in refused.stderr, refused.stderr[-2000:]
 
-
-STRIPES_OPTION = '''
-"""The stripes option's schema: its keys and checks (no torch: Hydra imports it each run)."""
-from dataclasses import dataclass
-
-from linkbench.config.checks import require
-from linkbench.config.data import DataFound, LoadedData
-
-
-@dataclass
-class StripesData(LoadedData):
-    name: str = "stripes"
-    _target_: str = "my_data.stripes.Stripes"
-    num_workers: int = 0
-    period: int = 1
-
-    def __post_init__(self):
-        super().__post_init__()
-        require(self.period >= 1, f"data.period={self.period} must be at least 1.")
-
-    def survey(self):
-        return DataFound(train_size=256, held_out_size=64)
-'''
 
 STORED = '''
 """Hydra imports every module under hydra_plugins as it starts: the option is stored here."""

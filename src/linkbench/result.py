@@ -123,9 +123,7 @@ class UnknownLayout(ValueError):
     and what to do."""
 
 
-def result_version_problem(
-    result: dict[str, Any] | JobResult, path: str | os.PathLike
-) -> str | None:
+def result_version_problem(result: dict[str, Any], path: str | os.PathLike) -> str | None:
     """Why this linkbench cannot read the result.json at ``path`` (one sentence naming the
     fix), or None when it can."""
     version = result.get("schema_version", 1)
