@@ -37,6 +37,7 @@ ROUNDS_FILE = "rounds.json"  # an adaptive sweep's: its design and every round's
 # suffix, so that a job run again replaces the record of its earlier attempt).
 EVENTS_GLOB = "events.out.tfevents.*"
 RECORD_EVENTS_SUFFIX = ".record"
+SWEEP_RUN = "_summary"  # a sweep's own TensorBoard runs, beside one run per job
 MULTIRUN_FILE = "multirun.yaml"  # Hydra's record of a sweep's config, in its directory
 # A sweep's plots (a metric's own plot is named in its entry of linkbench.metrics' table).
 RATIOS_PLOT = "ratios.png"

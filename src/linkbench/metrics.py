@@ -18,7 +18,8 @@ its results (:func:`linkbench.result.read_result`), the analysis included.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -45,6 +46,12 @@ class Metric:
     """A column of summary.csv (the headline always is one)."""
     live: str | None = None
     """Its TensorBoard series as the job goes (``perf/...``, step by step); None: none."""
+    probe: bool = False
+    """Measured by the communication probe, whose note marks a figure below its noise (or
+    its bias): such a figure is no data (:func:`stands`)."""
+    learnable_only: bool = False
+    """Says something only of data whose labels can be learnt (held-out accuracy and loss:
+    chance on random labels)."""
 
     @property
     def lower_is_better(self) -> bool:
@@ -63,10 +70,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("mfu", "", "higher", False, "model FLOPs utilisation", tag="final/mfu",
            live="perf/mfu"),
     Metric("comm_exposed_ms", "ms", "lower", False, "exposed communication per step",
-           tag="final/comm_exposed_ms", live="perf/comm_exposed_ms"),
+           tag="final/comm_exposed_ms", live="perf/comm_exposed_ms", probe=True),
     Metric("comm_fraction", "", "lower", False, "exposed communication / step",
            tag="final/comm_fraction", plot="comm_fraction.png", column=True,
-           live="perf/comm_fraction"),
+           live="perf/comm_fraction", probe=True),
     # Arithmetic: the projections add it to other times of the step.
     Metric("compute_step_ms", "ms", None, False, "a step without communication (the probe)",
            live="perf/compute_step_ms"),
@@ -81,9 +88,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("final_loss", "", "lower", False, "training loss at the last step",
            tag="final/loss"),
     Metric("eval_loss", "", "lower", False, "held-out loss", tag="final/eval_loss",
-           live="eval/loss"),
+           live="eval/loss", learnable_only=True),
     Metric("eval_accuracy", "", "higher", False, "held-out top-1 accuracy",
-           tag="final/eval_accuracy", live="eval/accuracy"),
+           tag="final/eval_accuracy", live="eval/accuracy", learnable_only=True),
     Metric("max_allocated_gb", "GB", None, False, "peak GPU memory allocated",
            live="mem/max_allocated_gb"),
     # Series of the run alone: result.json has no such metric.
@@ -173,9 +180,35 @@ def exposed_note(metrics: dict[str, Any]) -> str | None:
     return noise_note(exposed, low, high, int(metrics.get("comm_exposed_windows", 0)))
 
 
-def probe_mark(metrics: dict[str, Any]) -> str | None:
+def probe_mark(metrics: Mapping[str, Any]) -> str | None:
     """The mark every table prints beside a job's exposed communication when its probe could
     not measure it: the words of its ``comm_exposed_note`` before the colon ("below this
     probe's noise", or "a bias of this probe"); None when the figure stands."""
     note = metrics.get("comm_exposed_note")
     return str(note).split(":")[0] if note else None
+
+
+TIME_UNITS = ("ms", "s", "us")
+
+
+def stands(entry: Metric, value: float, marked: bool) -> bool:
+    """Whether a figure of ``entry`` may be shown as data: finite, no time below zero, and
+    no probe's figure its note marked (``marked``: below its noise, or a bias)."""
+    if not math.isfinite(value) or (entry.probe and marked):
+        return False
+    return not (entry.unit in TIME_UNITS and value < 0)
+
+
+def honest(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers of one run's (or job's) ``metrics`` that stand as data (:func:`stands`),
+    what TensorBoard is given: a figure left out is no figure, never a wrong one. A key the
+    table does not know passes when finite."""
+    marked = probe_mark(metrics) is not None
+    out = {}
+    for name, value in metrics.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        found = metric(name) or Metric(name, "", None, False, name)
+        if stands(found, float(value), marked):
+            out[name] = float(value)
+    return out

@@ -79,12 +79,14 @@ def test_a_launcher_that_runs_jobs_together_is_refused_unless_asked_for():
     assert "repeats=8" not in str(refused.value)
 
 
-def test_hparams_leave_unset_keys_out_so_number_columns_stay_numbers(compose_config, tmp_path):
-    from linkbench.launcher.hparams import hparams_of, session_end_pb
+def test_hparams_leave_unset_keys_out_and_read_as_the_user_wrote_them(compose_config, tmp_path):
+    from linkbench.analysis.board import session_end_pb
+    from linkbench.launcher.hparams import hparams_of
 
     plan = plan_job(compose_config(), str(tmp_path), ["cudnn_benchmark=null", "batch=8"], CPU)
-    values = hparams_of(plan, {"epochs": None, "batch": 8})
-    assert "cudnn_benchmark" not in values and "epochs" not in values and values["batch"] == 8
+    values = hparams_of(plan, {"epochs": None, "batch": 8, "lr": 0.025})
+    assert "cudnn_benchmark" not in values and "epochs" not in values
+    assert (values["batch"], values["lr"]) == ("8", "0.025")  # not 8.0000 and 0.025000
     # DDP's hook, in the column a sweep over it names (one column, not two).
     assert values["strategy/comm_hook"] == "none"
     swept = ["strategy/comm_hook=bf16"]
@@ -94,7 +96,7 @@ def test_hparams_leave_unset_keys_out_so_number_columns_stay_numbers(compose_con
     fsdp = plan_job(compose_config(["strategy=fsdp"]), str(tmp_path), [], CPU)
     assert "strategy/comm_hook" not in hparams_of(fsdp, {})
     # Each strategy's own settings are columns, read from its option (none named here).
-    assert values["strategy.bucket_cap_mb"] == 25.0 and values["strategy.static_graph"] is False
+    assert values["strategy.bucket_cap_mb"] == "25" and values["strategy.static_graph"] is False
     fsdp_values = hparams_of(fsdp, {})
     assert fsdp_values["strategy.reshard_after_forward"] is True
     assert not {"strategy.bucket_cap_mb", "strategy.shard_classes"} & set(fsdp_values)

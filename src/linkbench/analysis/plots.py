@@ -9,7 +9,6 @@ what the bytes predict (``link_rate.png``). Without a batch sweep, bars per conf
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import matplotlib
@@ -35,7 +34,6 @@ from linkbench.files import (
 )
 from linkbench.metrics import Metric, is_geometric, metric, table
 
-SUMMARY_RUN = "_summary"  # the sweep's own TensorBoard run, beside one run per job
 DODGE = 0.04  # of a factor of 2 on the batch axis, between the series of one plot
 
 
@@ -165,28 +163,7 @@ def _plot_breakdown(sweep_dir: Path, configs: list[Configuration]) -> Path | Non
     axes.set_title("where the step goes", fontsize=10)
     axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4)
     axes.grid(alpha=0.3, axis="x")
-    path = _save(figure, sweep_dir / STEP_BREAKDOWN_PLOT)
-    _to_tensorboard(sweep_dir, path)
-    return path
-
-
-def _to_tensorboard(sweep_dir: Path, image: Path) -> None:
-    """The sweep's picture as an image in TensorBoard (run ``_summary`` of the sweep), its PNG
-    written as it is into an event file (TensorBoard's own writer: no torch)."""
-    from tensorboard.compat.proto.event_pb2 import Event
-    from tensorboard.compat.proto.summary_pb2 import Summary
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-    height, width = plt.imread(image).shape[:2]
-    picture = Summary.Image(
-        height=height, width=width, colorspace=4, encoded_image_string=image.read_bytes()
-    )
-    summary = Summary(value=[Summary.Value(tag=f"sweep/{image.stem}", image=picture)])
-    writer = EventFileWriter(str(sweep_dir / SUMMARY_RUN))
-    try:
-        writer.add_event(Event(wall_time=time.time(), step=0, summary=summary))
-    finally:
-        writer.close()
+    return _save(figure, sweep_dir / STEP_BREAKDOWN_PLOT)
 
 
 def _plot_busbw_by_size(sweep_dir: Path, configs: list[Configuration]) -> Path | None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from linkbench.analysis.board import write_board
 from linkbench.analysis.compare import (
     DEFAULT_AXIS,
     FAMILIES,
@@ -37,6 +38,7 @@ from linkbench.analysis.stats import (
     DEFAULT_MARGIN,
 )
 from linkbench.analysis.sweep import (
+    REPEAT_KEYS,
     Configuration,
     group,
     job_settings,
@@ -218,7 +220,7 @@ def configuration_rows(
         found = by_arm.get(id(config))
         rows.append(
             {
-                **{k: config.values_by_key.get(k) for k in keys},
+                **{k: config.values_by_key.get(k) for k in keys if k not in REPEAT_KEYS},
                 "status": config.status,
                 "task": config.first("task") or "train",
                 "runs": len(config.values(key)),
@@ -262,9 +264,10 @@ def write_summary(
     out_dir: Path | None = None,
     read: tuple[list[JobResult], list[str]] | None = None,
 ) -> str | None:
-    """Write summary.csv, summary.md and (with ``plots``) the plots into ``out_dir`` (the
-    sweep directory: its own summary; another: a re-analysis beside it); return the
-    markdown. ``read``: the sweep as :func:`read_sweep` read it, where the caller did.
+    """Write summary.csv, summary.md, (with ``plots``) the plots and the sweep's TensorBoard
+    run (:mod:`linkbench.analysis.board`) into ``out_dir`` (the sweep directory: its own
+    summary; another: a re-analysis beside it); return the markdown. ``read``: the sweep as
+    :func:`read_sweep` read it, where the caller did.
 
     ``axis`` defaults to ``interconnect`` when it is swept; ``baseline`` to ``pcie`` for
     interconnect, else the axis's first value; ``family``: holm, bonferroni or none
@@ -289,7 +292,10 @@ def write_summary(
         if plots:
             from linkbench.analysis.plots import plot_sweep
 
-            plot_sweep(out_dir, configs, comparisons)
+            drawn = plot_sweep(out_dir, configs, comparisons)
+        else:  # drawn last time (after a round), and shown until drawn again
+            drawn = sorted(out_dir.glob("*.png"))
+        write_board(out_dir, found, text, drawn, own, len(results) + len(unreadable))
     except OSError as error:
         raise SummaryNotWritten(text, out_dir, error) from error
     return text

@@ -27,11 +27,12 @@ from linkbench.analysis.compare import FAMILIES
 from linkbench.analysis.phases import sweep_line
 from linkbench.analysis.report import DEFAULT_TOLERANCE, SummaryNotWritten, write_summary
 from linkbench.analysis.stats import DEFAULT_MARGIN
-from linkbench.analysis.sweep import load_sweep, timed_training_s
+from linkbench.analysis.sweep import load_sweep, read_sweep, timed_training_s
 from linkbench.config.overrides import key, override_texts, parse
 from linkbench.errors import ConfigError, refuse
-from linkbench.files import SUMMARY_MD
+from linkbench.files import ROUNDS_FILE, SUMMARY_MD, read_json
 from linkbench.launcher.sweeper import check_summary, sweep_rounds
+from linkbench.result import JobResult
 
 log = logging.getLogger("linkbench")
 
@@ -77,6 +78,21 @@ def expected_jobs(config: DictConfig) -> int | None:
     return math.prod(dimensions.values()) * rounds
 
 
+def round_ended(
+    round_: int | None, results: list[JobResult], sweep_dir: Path, per_round: int | None
+) -> bool:
+    """Whether every job of round ``round_`` has a record: ``per_round`` jobs of a fixed
+    round, or as many as an adaptive round started (its rounds.json)."""
+    if round_ is None:
+        return False
+    if per_round is None:
+        rounds = (read_json(sweep_dir / ROUNDS_FILE) or {}).get("rounds") or []
+        if round_ >= len(rounds):
+            return False
+        per_round = int(rounds[round_].get("jobs") or 0)
+    return sum(r.get("round") == round_ for r in results) >= per_round
+
+
 class SweepSummary(Callback):
     """Registered in conf/config.yaml under hydra.callbacks."""
 
@@ -93,6 +109,7 @@ class SweepSummary(Callback):
         self.axis, self.baseline, self.margin, self.family = axis, baseline, margin, family
         self.tolerance = accuracy_tolerance
         self.expected: int | None = None
+        self.per_round: int | None = None  # jobs a fixed round runs (adaptive: rounds.json)
         self.finished = 0
         self.printed = False
         self.started = time.monotonic()
@@ -101,6 +118,8 @@ class SweepSummary(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.expected = expected_jobs(config)
+        rounds = sweep_rounds(config)
+        self.per_round = self.expected // rounds if self.expected and rounds else None
         self.adaptive = adaptive_jobs(config) if self.expected is None else None
         self.finished = 0
         self.printed = False
@@ -133,9 +152,13 @@ class SweepSummary(Callback):
             return  # one writer: the launching process, or global rank 0 under SLURM tasks
         self.finished += 1
         last = self.expected is not None and self.finished >= self.expected
-        text = self._write(Path(config.hydra.sweep.dir), plots=last)  # plots once, at the end
+        sweep_dir = Path(config.hydra.sweep.dir)
+        read = read_sweep(sweep_dir)
+        # The plots once a round, the summary's text after every job (both in TensorBoard).
+        plots = last or round_ended(config.get("round"), read[0], sweep_dir, self.per_round)
+        text = self._write(sweep_dir, plots=plots, read=read)
         if text and last:
-            self._print(Path(config.hydra.sweep.dir), text)
+            self._print(sweep_dir, text)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not self.printed:
@@ -143,13 +166,18 @@ class SweepSummary(Callback):
             if text := self._write(sweep_dir):
                 self._print(sweep_dir, text)
 
-    def _write(self, sweep_dir: Path, plots: bool = True) -> str | None:
+    def _write(
+        self,
+        sweep_dir: Path,
+        plots: bool = True,
+        read: tuple[list[JobResult], list[str]] | None = None,
+    ) -> str | None:
         """The summary's text, written beside the jobs where it fits (a full disk: the
         text alone, for the console, and why it was not written)."""
         try:
             text = write_summary(
                 sweep_dir, self.axis, self.baseline, self.margin, self.tolerance, plots,
-                self.family,
+                self.family, read=read,
             )  # fmt: skip
         except SummaryNotWritten as error:
             self.not_written = error.reason

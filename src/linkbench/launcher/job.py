@@ -318,7 +318,7 @@ def run_job(cfg: DictConfig) -> float:
         log.info("resume: %s already completed (%s %.1f); skipping it", job_dir, headline, value)
         return value
     stub = _hydra_stub(job_dir, hydra_cfg)  # what Hydra made for this job, if nothing else
-    record = JobRecord(job_dir, overrides)
+    record = JobRecord(job_dir, overrides, in_sweep=hydra_cfg.mode == RunMode.MULTIRUN)
     memory = MemoryWatch()  # what the ranks held, for a rank the kernel kills
     job_started_at = time.time()
     full = False  # the job's directory filled up

@@ -139,8 +139,9 @@ def median_metrics(runs: list[dict[str, Any]]) -> dict[str, Any]:
 class JobRecord:
     """result.json of one job, from its start to its end."""
 
-    def __init__(self, job_dir: Path, overrides: JobOverrides) -> None:
+    def __init__(self, job_dir: Path, overrides: JobOverrides, in_sweep: bool = False) -> None:
         self.job_dir = job_dir
+        self.in_sweep = in_sweep  # a sweep's rows are its configurations, not its jobs
         self.plan: JobPlan | None = None
         self.runs: list[dict[str, Any]] = []
         self.transports: list[dict[str, Any]] = []
@@ -229,7 +230,8 @@ class JobRecord:
         self.fields = composed
         if self.plan is not None:
             write_manifest(self.job_dir, self.plan, composed, outputs.hardware)
-            write_job_summary(self.plan, composed, outputs.runs, self.completed, self._started_s)
+            write_job_summary(self.plan, composed, outputs.runs, self.completed, self._started_s,
+                              self.in_sweep)  # fmt: skip
         # A run that did not return (failed, stopped) claims its time as one phase.
         self._claim("unfinished run" if self._running else "record")
         composed["phases_s"] = {name: round(s, 3) for name, s in self.phases.items()}

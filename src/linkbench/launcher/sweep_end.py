@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 from omegaconf import OmegaConf
 
 from linkbench.config.overrides import override_texts
-from linkbench.files import RESULT_FILE
+from linkbench.files import RESULT_FILE, SWEEP_RUN
 
 # Hydra's own overrides that say how this process ran, not what the sweep is.
 NOT_REPEATED = ("hydra.mode=", "hydra.sweep.dir=", "resume=")
@@ -85,7 +85,11 @@ def job_set_up(sweep_dir: Path, error: OSError) -> str | None:
         except ValueError:
             return None
         return parts[0] if len(parts) > 1 else None
-    unfinished = [p for p in sweep_dir.iterdir() if p.is_dir() and not (p / RESULT_FILE).exists()]
+    unfinished = [
+        p
+        for p in sweep_dir.iterdir()
+        if p.is_dir() and not p.name.startswith((".", SWEEP_RUN)) and not (p / RESULT_FILE).exists()
+    ]  # not the sweep's own folders: its TensorBoard runs, its compile cache
     return max(unfinished, key=lambda p: p.stat().st_mtime_ns).name if unfinished else None
 
 
