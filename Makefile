@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.14.1 torchvision==0.29.1
 ARGS ?=
 
-.PHONY: run test test-gpu lint format clean
+.PHONY: run test test-gpu lint format clean browser
 
 $(BIN)/linkbench-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ test: $(SETUP)
 test-gpu: $(SETUP)
 	$(PY) -m pytest -m "(gpu or multi_gpu) and not gpu_timing" -n $(GPU_WORKERS) $(ARGS)
 	$(PY) -m pytest -m "gpu_timing" $(ARGS)
+
+# The browser the TensorBoard review test drives (tests/analysis/test_tensorboard_review.py):
+# Debian's chromium, as root; without it that test is skipped, saying so.
+browser:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 lint: $(BIN)/linkbench-installed
 	$(BIN)/ruff check .

@@ -17,41 +17,10 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from linkbench.analysis.report import compare_sweeps, write_summary
-from linkbench.config.overrides import settings
 from linkbench.files import RESULT_FILE, ROUNDS_FILE
 
 from ..conftest import QUICK, REPO, clean_env, run_cli
-
-
-def fake_job(
-    sweep: Path,
-    overrides: list[str],
-    runs: list[float],
-    status: str = "completed",
-    round_: int | None = None,
-    extra: dict | None = None,
-) -> Path:
-    """A job directory with a result.json as linkbench writes it (samples/s per run)."""
-    name = ",".join(sorted(overrides + ([f"round={round_}"] if round_ is not None else [])))
-    job = sweep / name
-    job.mkdir(parents=True)
-    repeat_metrics = [
-        {"samples_per_sec": v, "step_time_ms": 1e3 / v, **(extra or {})} for v in runs
-    ]
-    result = {
-        "status": status,
-        "task": "train",
-        "backend": "nccl",
-        "round": round_,
-        "overrides": overrides + ([f"round={round_}"] if round_ is not None else []),
-        "settings": settings(overrides + ([f"round={round_}"] if round_ is not None else [])),
-        "metrics": repeat_metrics[len(runs) // 2] if runs else {},
-        "transport": {"transport": "P2P", "verified": True},
-    }
-    if len(runs) > 1:
-        result["repeat_metrics"] = repeat_metrics
-    (job / "result.json").write_text(json.dumps(result))
-    return job
+from .fakes import fake_job
 
 
 def test_summary_states_each_verdict_with_its_interval(tmp_path):

@@ -21,8 +21,9 @@ Layout, under the sweep directory (``SWEEP_RUN``)::
     _summary/<n>-jobs/<k>_<name>/    configuration k's session and its scalars
 
 ``<n>`` counts the jobs summarised. TensorBoard keeps the first metadata a run records (its
-hyperparameters, the experiment), so an update is a run of its own: each write makes
-``<n>-jobs`` afresh and removes the older ones, which a running TensorBoard drops at its
+hyperparameters, the experiment), so an update is a run of its own: each write makes a new
+``<n>-jobs`` (``<n>-jobs-v2``... where the same jobs are summarised again) and removes the
+older ones, which a running TensorBoard drops at its
 next reload (both its loaders do). A re-analysis (another axis, written beside the sweep's
 own summary) gets the text and plots alone: one experiment per logdir, the sweep's.
 """
@@ -30,6 +31,7 @@ own summary) gets the text and plots alone: one experiment per logdir, the sweep
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterable
@@ -315,6 +317,16 @@ def _run_name(index: int, config: Configuration) -> str:
     return f"{index:02d}_{name}"
 
 
+def _version(base: Path, name: str) -> str:
+    """``name``, or where a run of that name was written before (the same jobs summarised
+    again: a job run again, a summary rewritten), ``name-v<k>`` past the last: a new name,
+    so that a running TensorBoard reads it afresh."""
+    if not (base / name).exists():
+        return name
+    found = [re.fullmatch(rf"{re.escape(name)}-v(\d+)", p.name) for p in base.iterdir()]
+    return f"{name}-v{max([1, *(int(m[1]) for m in found if m)]) + 1}"
+
+
 def write_board(
     out_dir: Path, found: SweepComparisons, text: str, plots: list[Path], own: bool, jobs: int
 ) -> Path:
@@ -322,8 +334,7 @@ def write_board(
     sweep's own summary) the HParams experiment and one session per configuration; always
     summary.md as text and ``plots`` as images. Returns the run's directory."""
     base = out_dir / SWEEP_RUN
-    run = base / f"{jobs}-jobs"
-    shutil.rmtree(run, ignore_errors=True)  # the same jobs summarised again
+    run = base / _version(base, f"{jobs}-jobs")
     run.mkdir(parents=True)
     summaries = [text_pb(TEXT_TAG, text)]
     summaries += [image_pb(f"sweep/{p.stem}", p.read_bytes()) for p in plots if p.is_file()]
@@ -349,8 +360,8 @@ def write_board(
             ]
             write_events(run / _run_name(index, config), session)
     write_events(run, summaries)
-    for old in base.glob("*-jobs"):
-        if old != run:
+    for old in base.glob("*-jobs*"):
+        if old != run and old.is_dir():
             shutil.rmtree(old, ignore_errors=True)
     for stray in base.glob("events.out.tfevents.*"):  # an older linkbench's sweep run
         stray.unlink(missing_ok=True)
