@@ -32,6 +32,7 @@ from linkbench.analysis.conditions import drifted
 from linkbench.analysis.emulated import NOTE as LINK_NOTE
 from linkbench.analysis.emulated import link_rows, rate_warnings
 from linkbench.analysis.emulated import table as link_table
+from linkbench.analysis.inert import a_a_note, inert_reason, shape_of
 from linkbench.analysis.sequential import Design, sweep_design
 from linkbench.analysis.stats import (
     CONFIDENCE,
@@ -153,13 +154,9 @@ def markdown(
         if found.axis_note:
             out += [found.axis_note, ""]
         out += [unjudged_line(arm, base, axis) for arm, base in found.unjudged]
-        if axis == "interconnect" and all(j.get("backend") == "gloo" for j in jobs):
-            out += [
-                "Every job ran on gloo, where the interconnect setting has no effect: each "
-                "comparison is an A/A test and should read equal or inconclusive.",
-                "",
-            ]
-        out += [verdict_line(c, rounds) for c in comparisons]
+        if inert := inert_reason(axis, map(shape_of, jobs)):
+            out += [a_a_note(axis, inert), ""]
+        out += [verdict_line(c, rounds, inert) for c in comparisons]
         method = METHOD.format(confidence=100 * confidence, margin=margin)
         if design is not None:
             method = ADAPTIVE_METHOD.format(design=design.describe(confidence), margin=margin)

@@ -31,9 +31,12 @@ def _seeds_are_runs(config: Configuration) -> bool:
     return all(r.round is None for r in runs) and len({r.seed for r in runs}) == len(runs) > 1
 
 
-def verdict_line(c: Comparison, rounds: dict[str, Any] | None = None) -> str:
+def verdict_line(
+    c: Comparison, rounds: dict[str, Any] | None = None, inert: str | None = None
+) -> str:
     """One sentence per comparison: estimate, interval, runs, verdict; an adaptive sweep's
-    ``rounds`` record says why an undecided one stopped."""
+    ``rounds`` record says why an undecided one stopped; ``inert``, why the axis cannot act
+    on the jobs (:mod:`linkbench.analysis.inert`): the verdict is then an A/A check's."""
     where = f"at {c.where}: " if c.where else ""
     link = link_settings(c.arm)
     if link is not None and c.axis != RATE_KEY and f"{RATE_KEY}=" not in where:
@@ -50,6 +53,8 @@ def verdict_line(c: Comparison, rounds: dict[str, Any] | None = None) -> str:
         f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {span(c.ratio)} ({c.unit}, "
         f"{runs}, {c.ratio.method}): **{c.verdict}**"
     )
+    if inert:
+        line += f" (an A/A check of the harness: {inert})"
     if c.verdict == "equal":
         line += f" (within ±{c.margin:.0%})"
     line += _accuracy(c)

@@ -310,7 +310,9 @@ class ProfileConfig:
 class EvalConfig:
     """``eval``: held-out loss and top-1 accuracy, over every rank's share of the split."""
 
-    enabled: bool = True
+    enabled: bool | None = None
+    """null: where the data's labels can be learnt (``data.learnable``), since on random
+    labels the held-out accuracy is chance; true or false: as set (the plan resolves it)."""
     every_steps: int = 0
     """Steps between evaluations (a multiple of log_every); 0: at the end only."""
     batch: int | None = None

@@ -269,6 +269,28 @@ def _resolve_budget(
     return dataclasses.replace(config, steps=steps, untimed_steps=untimed), per_epoch
 
 
+def _resolve_eval(config: Config, notes: list[str]) -> Config:
+    """The config with ``eval.enabled`` decided: left unset, held-out evaluation where the
+    data's labels can be learnt and none where they cannot (its accuracy would be chance),
+    said in one line; set on such data, in a sweep's first round only, since no verdict
+    reads it (the worker evaluates its first run only)."""
+    enabled, data = config.eval.enabled, config.data
+    if enabled is None:
+        enabled = data.learnable
+        if not enabled:
+            notes.append(
+                f"no held-out evaluation: data={data.name}'s labels cannot be learnt, so its "
+                "held-out accuracy would be chance; eval.enabled=true evaluates anyway."
+            )
+    elif enabled and not data.learnable and (config.round or 0) > 0:
+        enabled = False
+        notes.append(
+            f"held-out evaluation in round 0 only: data={data.name}'s labels cannot be learnt, "
+            "so no verdict reads its accuracy."
+        )
+    return dataclasses.replace(config, eval=dataclasses.replace(config.eval, enabled=enabled))
+
+
 def _check_held_out(config: Config, found: DataFound, replicas: int) -> None:
     if not config.eval.enabled:
         return
@@ -484,6 +506,7 @@ def make_plan(
     steps = config.steps
     task.check(config, device_type, notes)
     if task.trains:
+        config = _resolve_eval(config, notes)
         _check_held_out(config, facts.data, layout.data)
         notes.extend(_scaling_notes(config))
     _check_emulated(config, facts, nnodes * nproc)

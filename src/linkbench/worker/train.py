@@ -148,7 +148,7 @@ class TrainingRun:
         cfg, me = self.cfg, self.me
         steps, log_every = self.plan.steps, cfg.log_every
         every = cfg.checkpoint.every_steps
-        every_eval = cfg.eval.every_steps if cfg.eval.enabled else 0
+        every_eval = cfg.eval.every_steps if evaluates(self.plan) else 0
         crash_at = cfg.debug.crash_at_step if me.rank == cfg.debug.crash_rank else None
         if self.timed_from == self.first:
             self.counters.start()
@@ -284,6 +284,14 @@ def uplinks_per_step(run: TrainingRun, plan: RunPlan) -> dict[str, Any]:
     return {**out, "metrics": metrics}
 
 
+def evaluates(plan: RunPlan) -> bool:
+    """Whether this run evaluates on the held-out split: as the plan decided, and on data
+    whose labels cannot be learnt (evaluated only where asked) in the job's first run only,
+    since no verdict reads that accuracy."""
+    data = plan.config.data
+    return bool(plan.config.eval.enabled) and (data.learnable or plan.repeat == 0)
+
+
 def hw_scalars(hw: dict[str, Any]) -> dict[str, float]:
     """TensorBoard's ``hw/rank<N>/<counter>`` of every rank that had counters."""
     return {
@@ -346,7 +354,7 @@ class Train(Task):
         run.run()
         phases.mark("timed_steps")
         metrics = run.measured()
-        if cfg.eval.enabled:  # the model as trained for `steps`, before the probes
+        if evaluates(plan):  # the model as trained for `steps`, before the probes
             metrics.update(run.evaluate(plan.steps))
             phases.mark("evaluation")
         hw = run.every_ranks_counters(metrics["timed_steps"])
