@@ -15,8 +15,10 @@ def fake_job(
     status: str = "completed",
     round_: int | None = None,
     extra: dict | None = None,
+    fields: dict | None = None,
 ) -> Path:
-    """A job directory with a result.json as linkbench writes it (samples/s per run)."""
+    """A job directory with a result.json as linkbench writes it (samples/s per run, each
+    run's ``extra`` metrics, the job's other ``fields``)."""
     name = ",".join(sorted(overrides + ([f"round={round_}"] if round_ is not None else [])))
     job = sweep / name
     job.mkdir(parents=True)
@@ -32,6 +34,7 @@ def fake_job(
         "settings": settings(overrides + ([f"round={round_}"] if round_ is not None else [])),
         "metrics": repeat_metrics[len(runs) // 2] if runs else {},
         "transport": {"transport": "P2P", "verified": True},
+        **(fields or {}),
     }
     if len(runs) > 1:
         result["repeat_metrics"] = repeat_metrics

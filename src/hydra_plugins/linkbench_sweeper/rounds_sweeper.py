@@ -219,6 +219,7 @@ class RoundsSweeper(BasicSweeper):
             check_size,
             check_summary,
             check_values,
+            say_inert_axis,
         )
 
         assert self.config is not None and self.hydra_context is not None
@@ -251,14 +252,17 @@ class RoundsSweeper(BasicSweeper):
         machine = Machine.current()
 
         config = self.config
+        shapes = []
 
         def plan(job: list[str]) -> None:
             cfg = loader.load_sweep_config(config, job)
             with open_dict(cfg):
                 del cfg["hydra"]
-            plan_job(cfg, None, job, machine, check_parts, runtime_of=runtime_of)
+            planned = plan_job(cfg, None, job, machine, check_parts, runtime_of=runtime_of)
+            shapes.append(planned.shape())
 
         check_configurations(jobs, plan)
+        say_inert_axis(swept, summary.get("axis"), shapes)
 
     def _jobs_not_taken(self) -> int:
         return sum(len(batch) for batch in (self.overrides or [])[self.batch_index :])

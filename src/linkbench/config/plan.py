@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from linkbench.analysis.inert import JobShape
 from linkbench.config.checks import require
 from linkbench.config.choices import (
     DEFAULT_STEPS,
@@ -140,6 +141,13 @@ class JobPlan:
         """Steps before the timed ones (``config.untimed_steps``, resolved once planned)."""
         assert self.config.untimed_steps is not None
         return self.config.untimed_steps
+
+    def shape(self) -> JobShape:
+        """What decides whether a swept setting can act on the job: its ranks, backend and
+        emulated link's nodes (:mod:`linkbench.analysis.inert`)."""
+        link = self.config.interconnect.link()
+        nodes = (link.nodes or self.world_size) if link is not None else None
+        return JobShape(self.world_size, self.backend, nodes)
 
     def run(self, repeat: int = 0) -> RunPlan:
         """The plan of one of the job's runs (its ``repeats``, 0-based)."""

@@ -34,7 +34,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from linkbench.analysis.compare import FAMILIES, Comparison, sweep_comparisons
+from linkbench.analysis.compare import FAMILIES, Comparison, default_axis, sweep_comparisons
+from linkbench.analysis.inert import JobShape, a_a_note, inert_reason
 from linkbench.analysis.report import axis_problem
 from linkbench.analysis.sequential import SPENDING, Design, known_spending
 from linkbench.analysis.stats import DEFAULT_MARGIN
@@ -197,6 +198,16 @@ def check_configurations(jobs: list[list[str]], plan: Callable[[list[str]], None
                 f"configuration {index + 1} of {len(jobs)} of this sweep ({shown}) is refused, "
                 f"so no job starts: {reason}"
             ) from None
+
+
+def say_inert_axis(swept: dict[str, list[str]], axis: str | None, shapes: list[JobShape]) -> None:
+    """Before the first job: the sweep's axis (``axis``, or the default one of ``swept``)
+    cannot act on its jobs (``shapes``, one per configuration, as planned): say so, since
+    each of its comparisons is then an A/A check (:mod:`linkbench.analysis.inert`)."""
+    varied = [k for k, values in swept.items() if len(values) > 1 and k != ROUND_KEY]
+    axis = axis or default_axis(varied)
+    if axis is not None and (reason := inert_reason(axis, shapes)):
+        log.warning(a_a_note(axis, reason))
 
 
 def alternate_rounds(jobs: list[list[str]], rounds: int) -> list[list[str]]:
