@@ -73,6 +73,8 @@ class JobResult(TypedDict, total=False):
     env_inherited_nccl: dict[str, str]
     worker_nccl_env: dict[str, str]
     precision: str
+    execution: str
+    """How the step ran: eager, compile or cuda_graphs."""
     model: str
     optimizer: str
     strategy: str

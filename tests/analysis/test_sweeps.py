@@ -467,3 +467,20 @@ def test_a_run_whose_transport_was_not_verified_counts_in_no_figure_and_no_verdi
     assert "3 job(s) not verified, left out" in none and "no connection to another node" in none
     mean = next(x for x in text.splitlines() if x.startswith("- interconnect=nvlink, batch=8:"))
     assert "1,000" not in mean and "1000" not in mean
+
+
+def test_a_launch_bound_configuration_is_named_with_the_way_out(tmp_path):
+    def gpu(busy: float, execution: str = "eager") -> dict:
+        return {"device_type": "cuda", "execution": execution, "hw": {"gpu_util_pct_mean": busy}}
+
+    fake_job(tmp_path, ["batch=32"], [1500, 1510, 1520], fields=gpu(41.0))
+    fake_job(tmp_path, ["batch=256"], [4600, 4610, 4620], fields=gpu(98.5))
+    fake_job(tmp_path, ["batch=16"], [900, 910, 920], fields=gpu(40.0, "cuda_graphs"))
+    text = write_summary(tmp_path)
+    section = text.split("## Launch-bound configurations")[1].split("##")[0]
+    assert "cuda_graphs=true" in section
+    assert "- batch=32: the GPU busy 41 % of the timed steps" in section
+    assert "batch=256" not in section and "batch=16" not in section
+    fake = tmp_path / "cpu"
+    fake_job(fake, ["batch=32"], [1500, 1510, 1520])  # no GPU counters: nothing said
+    assert "Launch-bound" not in write_summary(fake)

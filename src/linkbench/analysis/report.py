@@ -48,11 +48,13 @@ from linkbench.analysis.sweep import (
     swept_keys,
 )
 from linkbench.analysis.tables import (
+    LAUNCH_BOUND_NOTE,
     PHASES_NOTE,
     SCALING_NOTE,
     TRACE_NOTE,
     convergence_table,
     jobs_table,
+    launch_bound,
     marks,
     phases_table,
     scaling_table,
@@ -165,6 +167,8 @@ def markdown(
             note = FAMILY_NOTES[found.family]
             method += " " + note.format(m=m, k=found.decided_first, confidence=100 * confidence)
         out += ["", method, ""]
+    if bound := launch_bound(configs):
+        out += ["## Launch-bound configurations", "", LAUNCH_BOUND_NOTE, "", *bound, ""]
     if unlike := drifted(jobs):
         out += ["## Runs unlike their round mates", "", DRIFT_NOTE, "", *unlike, ""]
     if scaling:

@@ -31,6 +31,35 @@ SCALING_NOTE = (
 )
 
 
+LAUNCH_BOUND_PCT = 85.0
+"""A GPU that ran kernels for less of the timed steps than this waits on the host."""
+LAUNCH_BOUND_NOTE = (
+    f"The GPU ran kernels for less than {LAUNCH_BOUND_PCT:.0f} % of these configurations' timed "
+    "steps (NVML's utilisation, the mean over ranks and jobs): each step waits on the host to "
+    "launch its kernels, so its throughput measures the host (and what else it runs) as much "
+    "as the GPU or the link, and moves with the host. cuda_graphs=true captures the whole step "
+    "as one CUDA graph and replays it (docs/speed.md)."
+)
+
+
+def launch_bound(configs: list[Configuration]) -> list[str]:
+    """One line per configuration whose GPU was busy below :data:`LAUNCH_BOUND_PCT` of its
+    timed steps, not already replayed as CUDA graphs ([] where none, or without NVML)."""
+    out = []
+    for config in configs:
+        if config.first("execution") == "cuda_graphs":
+            continue
+        busy = [
+            hw["gpu_util_pct_mean"]
+            for job in config.jobs
+            if job.get("status") == "completed"
+            and isinstance((hw := job.get("hw") or {}).get("gpu_util_pct_mean"), (int, float))
+        ]
+        if busy and (mean := sum(busy) / len(busy)) < LAUNCH_BOUND_PCT:
+            out.append(f"- {config.label()}: the GPU busy {mean:.0f} % of the timed steps")
+    return out
+
+
 def fmt(value: Any, digits: int = 1) -> str:
     if isinstance(value, float):
         return f"{value:,.{digits}f}"

@@ -67,6 +67,7 @@ def describe_plan(plan: JobPlan) -> JobResult:
         "env_replaced": plan.env.replaced,
         "env_inherited_nccl": plan.env.inherited_nccl,
         "precision": str(plan.precision),
+        "execution": "compile" if c.compile else "cuda_graphs" if c.cuda_graphs else "eager",
         "model": c.model.name,
         "optimizer": c.optimizer.name,
         "strategy": str(c.strategy.name),
