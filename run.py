@@ -4,6 +4,7 @@ Each Hydra job starts its own world of DDP worker processes and returns its glob
 samples/s, so Hydra's sweepers can optimise it. Everything else lives in src/linkbench.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,6 +22,9 @@ register(project_root=Path(__file__).resolve().parent)
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
+    from linkbench.launcher.forkserver import start_early
+
+    start_early(os.environ)  # the workers' forkserver imports torch beside this process
     from linkbench.launcher.job import run_job  # torch: not for --help or --cfg
 
     return run_job(cfg)

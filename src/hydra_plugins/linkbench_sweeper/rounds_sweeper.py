@@ -100,6 +100,7 @@ class RoundsSweeper(BasicSweeper):
         self.budget_s, self.spending = budget_s, spending
         self.max_jobs = max_jobs
         self._ordered = False
+        self._composed = False  # every configuration composed and planned before the sweep
         self.adaptive: AdaptiveRounds | None = None
 
     def sweep(self, arguments: list[str]) -> Any:
@@ -244,6 +245,12 @@ class RoundsSweeper(BasicSweeper):
             return  # another Hydra app: its configurations are not linkbench's to plan
         check_summary(summary)
         check_axis(swept, summary.get("axis"), summary.get("baseline"))
+        if type(self.launcher).__name__ == "BasicLauncher":  # its jobs launch from here
+            import os
+
+            from linkbench.launcher.forkserver import start_early
+
+            start_early(os.environ)  # the workers' imports run beside the planning below
         # torch: once a sweep is planned
         from linkbench.launcher.parts_check import check_parts
         from linkbench.launcher.planning import plan_job
@@ -262,7 +269,15 @@ class RoundsSweeper(BasicSweeper):
             shapes.append(planned.shape())
 
         check_configurations(jobs, plan)
+        self._composed = True
         say_inert_axis(swept, summary.get("axis"), shapes)
+
+    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
+        """Hydra's check that a batch's jobs compose, each composed once more, unless
+        :meth:`_check_whole` composed and planned every configuration already (a round adds
+        only ``round=R``)."""
+        if not self._composed:
+            super().validate_batch_is_legal(batch)
 
     def _jobs_not_taken(self) -> int:
         return sum(len(batch) for batch in (self.overrides or [])[self.batch_index :])

@@ -7,6 +7,7 @@ torch.cuda, starts no CUDA context in the launching process)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 
@@ -49,8 +50,10 @@ def memory_limit_bytes() -> int | None:
     return min(limits) if limits else None
 
 
+@functools.cache
 def gpu_memory_bytes() -> int | None:
-    """The first GPU's memory, from NVML (None without a GPU or NVML)."""
+    """The first GPU's memory, from NVML (None without a GPU or NVML); asked once per
+    process (a sweep's jobs plan against the same GPU)."""
     try:
         import pynvml as nv
 

@@ -277,25 +277,12 @@ def _resolve_budget(
     return dataclasses.replace(config, steps=steps, untimed_steps=untimed), per_epoch
 
 
-def _resolve_eval(config: Config, notes: list[str]) -> Config:
+def _resolve_eval(config: Config) -> Config:
     """The config with ``eval.enabled`` decided: left unset, held-out evaluation where the
-    data's labels can be learnt and none where they cannot (its accuracy would be chance),
-    said in one line; set on such data, in a sweep's first round only, since no verdict
-    reads it (the worker evaluates its first run only)."""
-    enabled, data = config.eval.enabled, config.data
-    if enabled is None:
-        enabled = data.learnable
-        if not enabled:
-            notes.append(
-                f"no held-out evaluation: data={data.name}'s labels cannot be learnt, so its "
-                "held-out accuracy would be chance; eval.enabled=true evaluates anyway."
-            )
-    elif enabled and not data.learnable and (config.round or 0) > 0:
-        enabled = False
-        notes.append(
-            f"held-out evaluation in round 0 only: data={data.name}'s labels cannot be learnt, "
-            "so no verdict reads its accuracy."
-        )
+    data's labels can be learnt and none where they cannot (its accuracy would be chance;
+    the job's first line says so). Set on such data, it runs in the configuration's first
+    run only (:attr:`RunPlan.describes`), since no verdict reads it."""
+    enabled = config.data.learnable if config.eval.enabled is None else config.eval.enabled
     return dataclasses.replace(config, eval=dataclasses.replace(config.eval, enabled=enabled))
 
 
@@ -514,7 +501,7 @@ def make_plan(
     steps = config.steps
     task.check(config, device_type, notes)
     if task.trains:
-        config = _resolve_eval(config, notes)
+        config = _resolve_eval(config)
         _check_held_out(config, facts.data, layout.data)
         notes.extend(_scaling_notes(config))
     _check_emulated(config, facts, nnodes * nproc)
@@ -587,6 +574,14 @@ class RunPlan(JobPlan):
     link: LinkSpec | None = None
     """interconnect=emulated: this run's network (the launcher makes one for each run,
     :mod:`linkbench.link.netns`)."""
+
+    @property
+    def describes(self) -> bool:
+        """Whether this is its configuration's first run (a sweep's round 0, a job's first
+        repeat): where what describes a configuration and no verdict reads runs once, not
+        once a round: the communication probe, and held-out evaluation of data whose labels
+        cannot be learnt."""
+        return (self.config.round or 0) == 0 and self.repeat == 0
 
     @property
     def log_dir(self) -> Path:

@@ -3,9 +3,10 @@
 :class:`OutputDirCheck` refuses an output directory that cannot be made or written in one
 sentence, before Hydra itself would fail on it with a traceback.
 
-The summary is rebuilt from the jobs' result.json files after every job, so it exists even
-when a job failed (Hydra then skips ``on_multirun_end``) and a remote launcher's jobs are
-covered by ``python -m linkbench.report``. It is printed after the sweep's last job, counted
+The summary is rebuilt from the jobs' result.json files after each round (or a job a minute
+after the last summary), so it exists even when a job failed (Hydra then skips
+``on_multirun_end``) and a remote launcher's jobs are covered by ``python -m
+linkbench.report``. It is printed after the sweep's last job, counted
 from the sweep's overrides the way Hydra's basic sweeper expands them.
 """
 
@@ -35,6 +36,7 @@ from linkbench.launcher.sweeper import check_summary, sweep_rounds
 from linkbench.result import JobResult
 
 log = logging.getLogger("linkbench")
+SUMMARY_EVERY_S = 60.0  # the summary is written after a round, or a job this long after it
 
 
 def sweep_dimensions(hydra_node: DictConfig) -> dict[str, int] | None:
@@ -113,6 +115,7 @@ class SweepSummary(Callback):
         self.finished = 0
         self.printed = False
         self.started = time.monotonic()
+        self.written_at = self.started  # the summary's last write
         self.adaptive: tuple[int, int] | None = None
         self.not_written: str | None = None  # why the summary was not written (a full disk)
 
@@ -123,7 +126,7 @@ class SweepSummary(Callback):
         self.adaptive = adaptive_jobs(config) if self.expected is None else None
         self.finished = 0
         self.printed = False
-        self.started = time.monotonic()
+        self.started = self.written_at = time.monotonic()
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """``job k/N`` with the time so far and an estimate of what is left."""
@@ -154,9 +157,12 @@ class SweepSummary(Callback):
         last = self.expected is not None and self.finished >= self.expected
         sweep_dir = Path(config.hydra.sweep.dir)
         read = read_sweep(sweep_dir)
-        # The plots once a round, the summary's text after every job (both in TensorBoard).
-        plots = last or round_ended(config.get("round"), read[0], sweep_dir, self.per_round)
-        text = self._write(sweep_dir, plots=plots, read=read)
+        ended = round_ended(config.get("round"), read[0], sweep_dir, self.per_round)
+        # The summary (and TensorBoard's) once a round, or a minute: a sweep's answer changes
+        # with a round; every job is recorded in its result.json meanwhile.
+        if not (last or ended or time.monotonic() - self.written_at >= SUMMARY_EVERY_S):
+            return
+        text = self._write(sweep_dir, plots=last or ended, read=read)
         if text and last:
             self._print(sweep_dir, text)
 
@@ -183,6 +189,7 @@ class SweepSummary(Callback):
             self.not_written = error.reason
             return error.text
         self.not_written = None
+        self.written_at = time.monotonic()
         return text
 
     def _print(self, sweep_dir: Path, text: str) -> None:

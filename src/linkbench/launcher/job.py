@@ -47,6 +47,7 @@ from linkbench.launcher import stopping
 from linkbench.launcher.board_files import keep_earlier_events
 from linkbench.launcher.conditions import snapshot
 from linkbench.launcher.failures import first_failure, first_recorded_failure, ran_out_of_space
+from linkbench.launcher.forkserver import start as start_forkserver
 from linkbench.launcher.launch import check_outside_launch, export_slurm_world, launch
 from linkbench.launcher.memory import MemoryWatch
 from linkbench.launcher.parts_check import check_parts
@@ -172,6 +173,11 @@ def _run_repeats(
         if c.round is not None:
             of = f"/{c.repeats}" if isinstance(c.repeats, int) else " (adaptive)"
             which = f", round {c.round + 1}{of}"
+        if plan.task_spec.trains and not c.eval.enabled and not c.data.learnable:
+            which += (
+                f", no held-out evaluation (data={c.data.name}: its labels cannot be learnt; "
+                "eval.enabled=true evaluates)"
+            )
         log.info(
             "job %s: %s on %d %s worker(s), backend %s, interconnect %s%s",
             plan.job_dir, c.task.name, plan.world_size, plan.device_type, plan.backend,
@@ -312,6 +318,8 @@ def run_job(cfg: DictConfig) -> float:
         check_outside_launch(hydra_cfg, dict(machine.environ))
         if machine.outside.rank != 0:
             return _run_other_rank(cfg, job_dir, overrides, machine)
+    else:
+        start_forkserver()  # run.py started it already: its imports run beside the plan's
     if cfg.get("resume") and (previous := _completed_result(job_dir)):
         headline = previous.get("headline", "samples_per_sec")
         value = float(previous["metrics"].get(headline, 0.0))

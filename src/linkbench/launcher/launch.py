@@ -3,7 +3,8 @@
 Every Hydra job gets its own fresh world: ``nproc_per_node`` processes, a c10d rendezvous on
 localhost with a free port, no restarts. Workers start with the forkserver method from a
 server that has imported torch and linkbench once per sweep (it never touches CUDA), so
-a job does not pay a torch import per rank (benchmarks/RESULTS.md has the time it saves).
+a job does not pay a torch import per rank (benchmarks/RESULTS.md has the time it saves);
+the server starts where the job begins (:mod:`linkbench.launcher.forkserver`).
 The command line is never re-run per rank. Each rank's stdout and stderr go to
 ``<job>/logs/rank<N>.std{out,err}.log``; rank 0's are also shown on the console.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.types import RunMode
+from torch.distributed import TCPStore
 from torch.distributed.elastic.multiprocessing import Std
 from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -31,12 +33,9 @@ from linkbench.config.overrides import sets
 from linkbench.config.plan import RunPlan
 from linkbench.errors import ConfigError
 from linkbench.files import disk_full, rank_error_file, rank_log
+from linkbench.launcher.forkserver import start as start_forkserver
 from linkbench.stop import LAUNCHER_PID
 from linkbench.worker.main import worker_main
-
-# Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
-# imports torch._dynamo, which takes seconds on its own.
-PRELOAD = ["torch", "torch._dynamo", "linkbench.worker.main"]
 
 
 class JobLogsSpecs(LogsSpecs):
@@ -108,20 +107,25 @@ def launch(plan: RunPlan, show_rank0: bool = True) -> dict[int, Any]:
             logging.CRITICAL
         )
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
+    store = TCPStore("localhost", 0, is_master=True, multi_tenant=True)
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,
         nproc_per_node=plan.nproc_per_node,
         run_id=f"linkbench-{uuid.uuid4().hex[:8]}",
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
+        # One node, one agent: a static rendezvous on a store this process holds, at a port
+        # it was given (the handler's own store joins it: multi_tenant). The dynamic (c10d)
+        # one first waits a random 0-0.3 s, to spread many nodes' agents.
+        rdzv_backend="static",
+        rdzv_endpoint=f"localhost:{store.port}",
+        rdzv_configs={"rank": 0},
         max_restarts=0,
         monitor_interval=0.1,
         start_method="forkserver",
         log_line_prefix_template="[rank${rank}] ",
         logs_specs=JobLogsSpecs(plan.log_dir, console_rank=0 if show_rank0 else None),
     )
-    multiprocessing.set_forkserver_preload(PRELOAD)  # once per process
+    start_forkserver()  # once per process: started already where the job began
     if multiprocessing.get_start_method(allow_none=True) not in STANDARD_START_METHODS:
         # A job inside a joblib (loky) worker: the forkserver's children would be told to
         # use that process's default, 'loky', which they cannot know, and fail at start.

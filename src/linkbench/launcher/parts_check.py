@@ -21,7 +21,7 @@ from linkbench.config.schema import Config
 from linkbench.config.targets import hydra_lookups_quiet
 from linkbench.errors import ConfigError
 from linkbench.parts.flops import train_flops_per_sample
-from linkbench.parts.memory import estimate_memory
+from linkbench.parts.memory import MemoryEstimate, estimate_memory
 from linkbench.parts.models import loss_function
 from linkbench.parts.optim import optimizer_class
 
@@ -33,10 +33,29 @@ def _cause(error: Exception) -> str:
     return f"{type(cause).__name__}: {cause}".replace("\n", " ")
 
 
+# What the model's check found, per model, input and optimizer state in this process: a
+# sweep plans every configuration before its first job, and each job (every round) again,
+# and its configurations mostly differ in what the model's build does not read (the batch,
+# the link).
+_MODELS: dict[str, tuple[int, MemoryEstimate]] = {}
+
+
 def check_parts(c: Config, lr: float) -> PartsFacts:
     """Refuse (ConfigError, one sentence) a training job whose loss, hook, optimizer or
     model cannot be built; the training FLOPs of one sample, and what one rank holds in
-    memory at the job's batch (a rough estimate)."""
+    memory at the job's batch (a rough estimate). The model is built once per model, input
+    size and optimizer state in this process."""
+    states = _check_others(c, lr)
+    key = repr((c.model, c.data.image_size, c.data.num_classes, states))
+    if (found := _MODELS.get(key)) is None:
+        found = _MODELS[key] = _check_model(c, states)
+    flops, memory = found
+    return PartsFacts(flops, memory.at(c.batch), memory.fixed_bytes)
+
+
+def _check_others(c: Config, lr: float) -> int:
+    """The loss, the hook and the optimizer, each built or refused in one sentence; the
+    optimizer's state tensors per weight."""
     try:
         with hydra_lookups_quiet():
             loss_function(c.model)
@@ -68,7 +87,7 @@ def check_parts(c: Config, lr: float) -> PartsFacts:
         optimizer = cls([probe], **kwargs)
         probe.grad = torch.zeros(1)
         optimizer.step()  # makes its state: what it holds per weight
-        states = sum(
+        return sum(
             torch.is_tensor(v) and v.shape == probe.shape for v in optimizer.state[probe].values()
         )
     except Exception as error:
@@ -77,10 +96,14 @@ def check_parts(c: Config, lr: float) -> PartsFacts:
             f"{dict(c.optimizer.kwargs)}) cannot be built: {_cause(error)}; fix "
             "optimizer._target_ or optimizer.kwargs."
         ) from None
+
+
+def _check_model(c: Config, states: int) -> tuple[int, MemoryEstimate]:
+    """The model built on the meta device: its training FLOPs per sample and its memory
+    estimate, or one sentence."""
     try:
         flops = train_flops_per_sample(c.model, c.data.image_size, c.data.num_classes)
-        memory = estimate_memory(c.model, c.data.image_size, c.data.num_classes, states)
-        return PartsFacts(flops, memory.at(c.batch), memory.fixed_bytes)
+        return flops, estimate_memory(c.model, c.data.image_size, c.data.num_classes, states)
     except Exception as error:
         raise ConfigError(
             f"model={c.model.name} ({c.model._target_} with model.kwargs) cannot be built for "

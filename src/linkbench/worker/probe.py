@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import nn
 
 from linkbench.analysis.stats import mean_interval
-from linkbench.config.plan import JobPlan
+from linkbench.config.plan import RunPlan
 from linkbench.config.tasks import TrainTask
 from linkbench.metrics import noise_note
 from linkbench.parts.rank import Rank
@@ -76,10 +76,13 @@ def _alternating_windows(stepper: Stepper, steps: int, device: torch.device) -> 
     return pairs
 
 
-def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
+def measure(stepper: Stepper, plan: RunPlan, me: Rank) -> dict[str, Any]:
     """Exposed communication of one step, with its spread; empty when the probe is off, and
     with one rank, which has no link (what it would measure is DDP's own bucket work), unless
-    ``debug.comm_delay_ms`` injects communication for the probe to find.
+    ``debug.comm_delay_ms`` injects communication for the probe to find. It describes a
+    configuration and no verdict reads it, so it runs in the configuration's first run only
+    (:attr:`RunPlan.describes`: a sweep's round 0, a job's first repeat), except where a
+    delay is injected to calibrate it.
 
     Each rank times its synced and no_sync steps in alternating windows; the figures
     reported are those of the rank whose synced steps were slowest, so every difference
@@ -91,8 +94,11 @@ def measure(stepper: Stepper, plan: JobPlan, me: Rank) -> dict[str, Any]:
     (``comm_delay_injected_ms``): the exposed communication lies between 0 and it."""
     task = plan.config.task
     steps = task.no_sync_steps if isinstance(task, TrainTask) else 0
-    if steps <= 0 or (me.world_size == 1 and not plan.config.debug.comm_delay_ms):
+    injected = bool(plan.config.debug.comm_delay_ms)
+    if steps <= 0 or (me.world_size == 1 and not injected):
         return {}  # off, or one rank: no link, so no communication (unless one is injected)
+    if not plan.describes and not injected:
+        return {}  # a configuration's first run measured it: no verdict reads it
     parallel = stepper.parallel
     out: dict[str, Any] = {}
     out.update(parallel.comm_times())

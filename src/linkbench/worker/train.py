@@ -286,10 +286,9 @@ def uplinks_per_step(run: TrainingRun, plan: RunPlan) -> dict[str, Any]:
 
 def evaluates(plan: RunPlan) -> bool:
     """Whether this run evaluates on the held-out split: as the plan decided, and on data
-    whose labels cannot be learnt (evaluated only where asked) in the job's first run only,
-    since no verdict reads that accuracy."""
-    data = plan.config.data
-    return bool(plan.config.eval.enabled) and (data.learnable or plan.repeat == 0)
+    whose labels cannot be learnt (evaluated only where asked) in its configuration's first
+    run only (:attr:`RunPlan.describes`), since no verdict reads that accuracy."""
+    return bool(plan.config.eval.enabled) and (plan.config.data.learnable or plan.describes)
 
 
 def hw_scalars(hw: dict[str, Any]) -> dict[str, float]:
@@ -384,6 +383,8 @@ class Train(Task):
         metrics = result["metrics"]
         one_rank = result.get("world_size") == 1 and "comm_exposed_ms" not in metrics
         comm = ", no link (one rank)" if one_rank else ""
+        if not one_rank and (result.get("round") or 0) > 0:
+            comm = ", exposed communication measured in round 0"  # RunPlan.describes
         if "comm_exposed_ms" in metrics:
             spread = ""
             if "comm_exposed_ms_low" in metrics:

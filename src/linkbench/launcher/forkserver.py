@@ -1,0 +1,45 @@
+"""The forkserver a job's workers fork from, started as soon as the launching process knows it
+will launch workers: its imports (torch, the worker: seconds) then run beside this process's
+own imports and planning instead of after them. The standard library only, so that run.py
+starts it before it imports torch."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import signal
+from collections.abc import Mapping
+from multiprocessing import forkserver
+
+from linkbench.config.machine import OutsideWorld
+
+# Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
+# imports torch._dynamo, which takes seconds on its own.
+PRELOAD = ["torch", "torch._dynamo", "linkbench.worker.main"]
+
+
+def start() -> None:
+    """Start the forkserver now (once per process: a sweep's jobs share it). It ends with this
+    process; at this process's exit it is ended at once, should it still be importing (it
+    notices its parent's end only between requests)."""
+    multiprocessing.set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+    atexit.unregister(_end)  # once, however many jobs started it
+    atexit.register(_end)
+
+
+def start_early(environ: Mapping[str, str]) -> None:
+    """:func:`start`, at a job's entry, unless an outside launcher started this process as
+    one rank of a world (torchrun's variables, a task of a submitit job), which launches no
+    worker of its own."""
+    if OutsideWorld.from_env(environ) is None and not environ.get("SUBMITIT_EXECUTOR"):
+        start()
+
+
+def _end() -> None:
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
