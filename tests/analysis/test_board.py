@@ -124,7 +124,7 @@ def test_a_chart_is_laid_out_only_where_the_job_has_its_series():
     layout = custom_scalars(gpu, {"metrics": gpu, "collectives": [{"op": "all_gather"}]})
     assert layout["throughput"]["model FLOPs utilisation"] == ["Multiline", ["^perf/mfu$"]]
     assert layout["communication"]["emulated link busbw GB/s"] == [
-        "Multiline", ["^final/link_busbw_gb_s$"]
+        "Multiline", ["^final/link_busbw_gb_s$", "^final/node_busbw_gb_s$"]
     ]  # fmt: skip
     assert layout["throughput"]["all_gather busbw GB/s by log2(bytes)"] == [
         "Multiline", ["^collectives/all_gather/busbw_gb_s$"]
@@ -132,6 +132,9 @@ def test_a_chart_is_laid_out_only_where_the_job_has_its_series():
     # the median stands but the first run (whose series rank 0 wrote) was marked: no chart
     layout = custom_scalars(MARKED, {"metrics": MEASURED})
     assert "communication" not in layout
+    # a chart lists all its series, so every job's layout draws it alike (merged once)
+    without_probe = custom_scalars(cpu, {"metrics": cpu})
+    assert without_probe["step time"] == custom_scalars(gpu, {"metrics": gpu})["step time"]
 
 
 def test_a_round_ends_when_its_last_job_has_a_record(tmp_path):

@@ -26,7 +26,7 @@ def test_the_held_out_loss_is_the_training_loss(tmp_path):
     """With another ``model.loss`` (multi-margin: about 0.9 for an untrained 10-class model,
     where cross-entropy is ln 10 = 2.30) the held-out loss follows it."""
     loss = "model.loss=torch.nn.functional.multi_margin_loss"
-    done = run_cli([*QUICK, loss, f"hydra.run.dir={tmp_path}"])
+    done = run_cli([*QUICK, loss, "eval.enabled=true", f"hydra.run.dir={tmp_path}"])
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = load_result(tmp_path)["metrics"]
     assert 0 < metrics["eval_loss"] < 1.2, metrics

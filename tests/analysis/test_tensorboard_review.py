@@ -92,20 +92,23 @@ def check_hparams(board: TensorBoard, sweep: Path) -> dict[str, Any]:
     return experiment
 
 
-def chart_series(board: TensorBoard) -> dict[str, int]:
-    """Each custom-scalars chart's title -> the series it draws (a run's tag its patterns
-    match), as its "Matches (N)" counts them."""
+def chart_series(board: TensorBoard) -> list[tuple[str, int]]:
+    """Each custom-scalars chart's title, in order, and the series it draws (a run's tag its
+    patterns match), as its "Matches (N)" counts them."""
     tags = board.get("data/plugin/scalars/tags")
     layout = board.get("data/plugin/custom_scalars/layout")
-    return {
-        chart["title"]: sum(
-            any(re.search(p, tag) for p in chart["multiline"]["tag"])
-            for run_tags in tags.values()
-            for tag in run_tags
+    return [
+        (
+            chart["title"],
+            sum(
+                any(re.search(p, tag) for p in chart["multiline"]["tag"])
+                for run_tags in tags.values()
+                for tag in run_tags
+            ),
         )
         for category in layout["category"]
         for chart in category["chart"]
-    }
+    ]
 
 
 def check_runs(board: TensorBoard, sweep: Path) -> None:
@@ -122,7 +125,9 @@ def check_runs(board: TensorBoard, sweep: Path) -> None:
     images = board.get("data/plugin/images/tags")[own[0]]
     assert {f"sweep/{p.stem}" for p in sweep.glob("*.png")} <= set(images), images
     tags = board.get("data/plugin/scalars/tags")
-    for title, series in chart_series(board).items():
+    charts = chart_series(board)
+    assert len({title for title, _ in charts}) == len(charts), charts  # each chart once
+    for title, series in charts:
         assert series > 0, title
     for job in sweep.glob(f"*/{RESULT_FILE}"):
         run = job.parent.name
@@ -158,7 +163,7 @@ def check_page(board: TensorBoard, experiment: dict[str, Any], sweep: Path, shot
             page.screenshot(path=shots / "text.png")
             page.goto(f"{board.url}/#custom_scalars")
             # Every chart as the API lays it out, drawing its series (none "Matches (0)")
-            wanted = [f"Matches ({n})" for n in chart_series(board).values()]
+            wanted = [f"Matches ({n})" for _, n in chart_series(board)]
             matches = page.get_by_text(re.compile(r"Matches \(\d+\)"))
 
             def shown() -> list[str]:

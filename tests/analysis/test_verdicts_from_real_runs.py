@@ -55,6 +55,7 @@ def test_a_traced_sweep_shows_where_the_step_goes(tmp_path):
     rows = [line for line in done.stdout.splitlines() if line.startswith("| interconnect=")]
     assert len(rows) >= 2 and all(row.count("|") == 11 for row in rows[:2]), rows
     assert (tmp_path / "step_breakdown.png").stat().st_size > 10_000
-    events = EventAccumulator(str(tmp_path / "_summary"))
+    (run,) = (tmp_path / "_summary").iterdir()  # the sweep's TensorBoard run, its newest
+    events = EventAccumulator(str(run))
     events.Reload()
     assert "sweep/step_breakdown" in events.Tags()["images"]

@@ -60,13 +60,22 @@ def test_default_job_trains_two_gloo_ranks_and_logs_everything(default_job):
     assert status == api_pb2.STATUS_SUCCESS
     started, ended = hparams_session(job)  # the session spans the job: two runs of steps
     assert ended - started >= result["duration_s"] - 1.0 > 0
-    finals = set(FINAL_METRICS.values()) - {
+    held_out = {"final/eval_loss", "final/eval_accuracy"}
+    finals = set(FINAL_METRICS.values()) - held_out - {
         "final/mfu", "final/busbw_gb_s_peak", "final/link_busbw_gb_s", "final/node_busbw_gb_s"
     }  # fmt: skip
     probe = {"final/comm_exposed_ms", "final/comm_fraction"}
     marked = bool(metrics.get("comm_exposed_note"))  # below the probe's noise: no figure
     assert set(events.Tags()["scalars"]) >= finals - (probe if marked else set())
     assert marked != (probe <= set(events.Tags()["scalars"]))
+    # Synthetic data's labels cannot be learnt: no held-out evaluation, and the job says so.
+    assert not held_out & set(events.Tags()["scalars"]) and "eval_loss" not in metrics
+    assert "no held-out evaluation (data=synthetic: its labels cannot be learnt" in (
+        done.stdout + done.stderr
+    )
+    # The probe describes the configuration: its first run measures it, the second does not.
+    first, second = result["repeat_metrics"]
+    assert "no_sync_steps" in first and "no_sync_steps" not in second
     # Per-rank logs in the job directory (later runs in logs/repeat<N>); rank 0 on the console.
     for logs in (job / "logs", job / "logs" / "repeat1"):
         assert {p.name for p in logs.iterdir()} >= {
@@ -111,6 +120,8 @@ def test_sweep_runs_each_job_in_its_own_directory_with_its_own_env(cpu_sweep):
         assert any("no effect on backend=gloo" in note for note in result["notes"])
         assert result["transport"]["transport"] == "gloo"
         assert result["transport"]["verified"] is None
+        # The communication probe in round 0 only: it describes the configuration.
+        assert ("no_sync_steps" in result["metrics"]) == (result["round"] == 0), job.name
         # Not a row of its own: the sweep's rows are its configurations.
         events = EventAccumulator(str(job))
         events.Reload()

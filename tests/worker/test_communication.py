@@ -68,9 +68,12 @@ def test_training_job_measures_exposed_communication(default_job):
     assert m["comm_fraction"] <= 1
     if m["comm_fraction"] < 0:  # the probe's noise exceeded the exposed time: said, not hidden
         assert "noise" in m["comm_exposed_note"]
-    for run in result["repeat_metrics"]:  # alternating windows give the difference a spread
-        assert run["comm_exposed_windows"] == 3
-        assert run["comm_exposed_ms_low"] <= run["comm_exposed_ms"] <= run["comm_exposed_ms_high"]
+    # The first run measures it (the probe describes the configuration; no verdict reads it),
+    # and its alternating windows give the difference a spread.
+    first, second = result["repeat_metrics"]
+    assert first["comm_exposed_windows"] == 3 and "comm_exposed_ms" not in second
+    assert first["comm_exposed_ms_low"] <= first["comm_exposed_ms"] <= first["comm_exposed_ms_high"]
+    assert m["comm_exposed_ms"] == first["comm_exposed_ms"]  # the job's figure is the first run's
     pooled = 32 * 4 * 4  # TinyCNN's 32 channels pooled to 4 x 4
     assert m["grad_bytes"] == 4 * (
         3 * 16 * 9 + 16 + 2 * 16 + 16 * 32 * 9 + 32 + 2 * 32 + pooled * 10 + 10
@@ -79,12 +82,12 @@ def test_training_job_measures_exposed_communication(default_job):
     assert result["transport"]["transport"] == "gloo" and result["transport"]["verified"] is None
     # What the probe measures is checked against a known injected delay below
     # (test_an_injected_comm_delay_is_found_by_the_probe_and_the_trace); here its bounds only.
-    for run in result["repeat_metrics"]:
-        assert run["compute_step_ms"] > 0
-        assert abs(run["comm_exposed_ms"]) < run["synced_step_ms"]
+    assert first["compute_step_ms"] > 0
+    assert abs(first["comm_exposed_ms"]) < first["synced_step_ms"]
     events = EventAccumulator(str(job))
     events.Reload()
-    assert {"perf/comm_exposed_ms", "perf/comm_fraction"} <= set(events.Tags()["scalars"])
+    series = {"perf/comm_exposed_ms", "perf/comm_fraction"}  # no series below its noise
+    assert (series <= set(events.Tags()["scalars"])) != bool(first.get("comm_exposed_note"))
     manifest = json.loads((job / "manifest.json").read_text())
     assert manifest["versions"]["torch"] and manifest["topology"]["available"] is False
     assert "hardware/text_summary" in events.Tags()["tensors"]

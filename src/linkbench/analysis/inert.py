@@ -26,7 +26,8 @@ NCCL_AXES = ("interconnect", "nccl")
 class JobShape:
     """What decides whether an axis can act on a job: its ranks, backend and emulated link."""
 
-    world_size: int
+    world_size: int | None
+    """None: not recorded (a result of an older linkbench)."""
     backend: str
     link_nodes: int | None
     """The emulated link's nodes; None: the job makes no emulated link."""
@@ -36,7 +37,8 @@ def shape_of(job: Mapping[str, Any]) -> JobShape:
     """A job's shape from its result.json."""
     link = job.get("link")
     nodes = link.get("nodes") if isinstance(link, dict) and "rate_gbit_s" in link else None
-    return JobShape(int(job.get("world_size") or 1), str(job.get("backend")), nodes)
+    size = job.get("world_size")
+    return JobShape(int(size) if size is not None else None, str(job.get("backend")), nodes)
 
 
 def _nccl_axis(axis: str) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from multiprocessing import forkserver
 
 from linkbench.config.machine import OutsideWorld
+from linkbench.stop import LAUNCHER_PID
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
 # imports torch._dynamo, which takes seconds on its own.
@@ -24,6 +25,9 @@ def start() -> None:
     """Start the forkserver now (once per process: a sweep's jobs share it). It ends with this
     process; at this process's exit it is ended at once, should it still be importing (it
     notices its parent's end only between requests)."""
+    # The workers inherit the server's environment: the launcher they end with if it is killed
+    # (linkbench.stop.watch_launcher), this process.
+    os.environ[LAUNCHER_PID] = str(os.getpid())
     multiprocessing.set_forkserver_preload(PRELOAD)
     forkserver.ensure_running()
     atexit.unregister(_end)  # once, however many jobs started it

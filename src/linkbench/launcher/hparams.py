@@ -50,19 +50,20 @@ CHARTS: dict[str, dict[str, tuple[str, ...]]] = {
 
 
 def custom_scalars(live: dict[str, Any], result: JobResult) -> dict[str, Any]:
-    """The layout of the charts the job has data for: a metric's live series where the first
-    run (the one rank 0 writes them for: ``live``, its metrics) has a standing figure of it,
-    its final/* scalar where it has no live series and ``result`` has one; each collective's
-    bus bandwidth by message size (``task=allreduce``)."""
+    """The layout of the charts the job has data for: a chart where the job has one of its
+    series, a metric's live one where the first run (the one rank 0 writes them for:
+    ``live``, its metrics) has a standing figure of it, its final/* scalar where it has no
+    live series and ``result`` has one; each collective's bus bandwidth by message size
+    (``task=allreduce``). A chart lists all its series however many the job has, so that
+    TensorBoard, merging every job's layout, shows it once."""
     running, final = honest(live), honest(result.get("metrics") or {})
     layout: dict[str, Any] = {}
     for category, charts in CHARTS.items():
         for title, names in charts.items():
             found = [m for m in map(metric, names) if m is not None]
-            drawn = [f"^{m.live}$" for m in found if m.live and m.name in running]
-            drawn += [f"^{m.tag}$" for m in found if not m.live and m.tag and m.name in final]
-            if drawn:
-                layout.setdefault(category, {})[title] = ["Multiline", drawn]
+            if any(m.name in (running if m.live else final) for m in found):
+                series = [f"^{m.live or m.tag}$" for m in found]
+                layout.setdefault(category, {})[title] = ["Multiline", series]
     for op in dict.fromkeys(row["op"] for row in result.get("collectives") or []):
         chart = ["Multiline", [f"^collectives/{op}/busbw_gb_s$"]]
         layout.setdefault("throughput", {})[f"{op} busbw GB/s by log2(bytes)"] = chart
