@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The measurements behind benchmarks/RESULTS.md's one-GPU sections, in three parts that each
 # fit one call of the GPU machine (under 10 minutes). Usage, from the repository root:
-#   bash benchmarks/gpu_session.sh part1 OUT_DIR     (part2, part3 likewise)
+#   bash benchmarks/gpu_session.sh part1 OUT_DIR     (part2, part3, overhead likewise)
 # Each part writes OUT_DIR/<part>.log (every command and its console) and OUT_DIR/<part>.tgz
 # (every sweep's summary, result.json files and plots). Failures are logged, not fatal.
 set -u
@@ -66,6 +66,14 @@ part3)
     untimed_steps=20 log_every=20 task.no_sync_steps=0 eval.enabled=false
   # torch.compile in a sweep: the second job compiles from the first one's cache.
   sweep compile seed=0,1 compile=true batch=256 steps=60 untimed_steps=20 log_every=20 task.no_sync_steps=0
+  ;;
+overhead)
+  # Half a job's cost outside its timed steps (benchmarks/job_overhead.py on CPU): the README's
+  # sweep as typed (time to both verdicts, the share of timed steps, the one-rank note), then
+  # lone jobs against the textbook script, eager, in turns (first step, throughput).
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$log" 2>&1
+  sweep readme interconnect=nvlink,pcie batch=32,256
+  step vs_plain python3 benchmarks/vs_plain.py --preset gpu-eager --rounds 2 --out "$out/vs_plain.json"
   ;;
 esac
 tar -czf "$out/$part.tgz" -C "$runs" --exclude='*.pt' --exclude='traces' --exclude='.compile_cache' . 2>>"$log"

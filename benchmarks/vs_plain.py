@@ -2,6 +2,7 @@
 
     python benchmarks/vs_plain.py --preset cpu  --rounds 3 --out cpu.json
     python benchmarks/vs_plain.py --preset h200 --rounds 2 --out h200.json
+    python benchmarks/vs_plain.py --preset gpu-eager --rounds 2 --out eager.json
 
 Each round runs every variant of the preset once, in a rotated order, so slow drift of the
 machine falls on all variants alike; ratios are medians over rounds against the plain
@@ -60,6 +61,23 @@ def presets() -> dict[str, list[tuple[str, list[Variant]]]]:
                 ],
             )
         ],
+        # Eager alone, as a lone job meets the textbook script (issue: half a job's overhead).
+        "gpu-eager": [
+            (
+                "resnet50 bf16 batch 256, 1 GPU",
+                [
+                    Variant("plain eager", [*r256_plain, "--nproc", "1"]),
+                    Variant("linkbench eager", overrides=r256_ours),
+                ],
+            ),
+            (
+                "resnet50 bf16 batch 32, 1 GPU",
+                [
+                    Variant("plain eager", [*r32_plain, "--nproc", "1"]),
+                    Variant("linkbench eager", overrides=r32_ours),
+                ],
+            ),
+        ],  # fmt: skip
         "h200": [
             (
                 "resnet50 bf16 batch 256, 1 GPU",
