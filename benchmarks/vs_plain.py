@@ -77,7 +77,7 @@ def presets() -> dict[str, list[tuple[str, list[Variant]]]]:
                     Variant("linkbench eager", overrides=r32_ours),
                 ],
             ),
-        ],  # fmt: skip
+        ],
         "h200": [
             (
                 "resnet50 bf16 batch 256, 1 GPU",
