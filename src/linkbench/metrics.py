@@ -124,6 +124,12 @@ def metric(name: str) -> Metric | None:
     return BY_NAME.get(name)
 
 
+def entry_of(name: str) -> Metric:
+    """The table's entry for ``name``, or a plain one for a key it does not know (no unit,
+    never judged, arithmetic)."""
+    return metric(name) or Metric(name, "", None, False, name)
+
+
 def is_geometric(name: str) -> bool:
     """Whether means of ``name`` over runs are geometric (unknown keys: arithmetic)."""
     found = metric(name)
@@ -208,7 +214,6 @@ def honest(metrics: Mapping[str, Any]) -> dict[str, float]:
     for name, value in metrics.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        found = metric(name) or Metric(name, "", None, False, name)
-        if stands(found, float(value), marked):
+        if stands(entry_of(name), float(value), marked):
             out[name] = float(value)
     return out

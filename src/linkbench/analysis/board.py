@@ -52,7 +52,7 @@ from linkbench.analysis.compare import Comparison, SweepComparisons
 from linkbench.analysis.sweep import REPEAT_KEYS, Configuration
 from linkbench.analysis.tables import marks
 from linkbench.files import SWEEP_RUN
-from linkbench.metrics import Metric, metric, stands, table
+from linkbench.metrics import Metric, entry_of, stands, table
 
 # Result fields that may explain a row beside its swept settings (the global batch and
 # learning rate a swept batch sets): shown where they differ between configurations.
@@ -98,7 +98,7 @@ def mean_of(config: Configuration, name: str) -> float | None:
     """The configuration's mean of ``name`` over its runs where it stands as data (not a
     probe's figure any job marked, nor a negative time; held-out figures only of data whose
     labels can be learnt)."""
-    entry = metric(name) or Metric(name, "", None, False, name)
+    entry = entry_of(name)
     if entry.learnable_only and not config.learnable():
         return None
     found = config.mean(name)
@@ -108,7 +108,7 @@ def mean_of(config: Configuration, name: str) -> float | None:
 
 
 def _mean_column(name: str) -> Column:
-    entry = metric(name) or Metric(name, "", None, False, name)
+    entry = entry_of(name)
     how = "geometric" if entry.geometric else "arithmetic"
     return Column(
         f"sweep/{name}",
