@@ -7,7 +7,7 @@ launching process adds what it does before the first launch, between runs and af
 over its runs) and ``duration_s``; their difference is what no phase claims (a few
 milliseconds). The sweep's summary sums the phases over its jobs beside the sweep's wall time
 (:func:`sweep_line`), the rest being the sweep's own work (Hydra composing each job's config,
-planning every configuration up front, the summaries written after each job).
+planning every configuration up front, the summaries written after each round).
 """
 
 from __future__ import annotations
