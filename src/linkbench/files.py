@@ -171,10 +171,17 @@ def find_checkpoint(job_dir: Path) -> CheckpointFound:
         found = path.stat().st_size if path.is_file() else None
         if found == recorded["bytes"] and _sha256(path) == recorded["sha256"]:
             continue
-        what = "missing" if found is None else f"{found:,} bytes"
+        if found is None:
+            what = f"missing, where checkpoint.json recorded {recorded['bytes']:,} bytes"
+        elif found != recorded["bytes"]:
+            what = f"{found:,} bytes, where checkpoint.json recorded {recorded['bytes']:,}"
+        else:
+            what = (
+                f"its {found:,} bytes as checkpoint.json recorded, but their SHA-256 is not "
+                "the one it recorded: the contents changed"
+            )
         return CheckpointFound(
-            problem=f"{where} is damaged ({name}: {what}, checkpoint.json recorded "
-            f"{recorded['bytes']:,} bytes and its SHA-256); it is moved to {_aside(where).name} "
+            problem=f"{where} is damaged ({name}: {what}); it is moved to {_aside(where).name} "
             "and the job starts over from step 0",
             damaged=where if where.is_dir() else None,
         )

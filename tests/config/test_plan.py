@@ -285,6 +285,14 @@ def test_the_plan_is_finished_when_make_plan_returns(compose_config, tmp_path):
     assert plan.resume_step is None and not saved.exists()
     assert any("step-6 is damaged (__0_0.distcp: 4 bytes" in note for note in plan.notes)
     assert (tmp_path / "checkpoint" / "step-6.damaged" / "__0_0.distcp").read_bytes() == b"stat"
+    # Damaged at its size: the hash says so.
+    saved.mkdir()
+    (saved / "__0_0.distcp").write_bytes(b"state")
+    (tmp_path / "checkpoint.json").write_text(json.dumps(info))
+    (saved / "__0_0.distcp").write_bytes(b"stare")
+    plan = plan_job(compose_config(["resume=true"]), str(tmp_path), [], CPU)
+    said = "__0_0.distcp: its 5 bytes as checkpoint.json recorded, but their SHA-256 is not"
+    assert plan.resume_step is None and any(said in note for note in plan.notes), plan.notes
     # A checkpoint.json of before checkpoints by DCP (one checkpoint.pt) is said, not read.
     (tmp_path / "checkpoint.json").write_text(json.dumps({"step": 4, "bytes": 9, "sha256": "x"}))
     plan = plan_job(compose_config(["resume=true"]), str(tmp_path), [], CPU)
