@@ -336,7 +336,7 @@ def test_an_arm_left_with_one_run_gets_no_verdict_and_a_failed_job_no_headline(t
     fake_job(tmp_path, ["interconnect=pcie"], [1010.0], round_=1)
     text = write_summary(tmp_path, plots=False)
     verdict = next(line for line in text.splitlines() if "interconnect=nvlink vs pcie" in line)
-    assert "**inconclusive** (a side with one run gives no interval" in verdict
+    assert "**inconclusive** (too few runs for an interval" in verdict
     assert "1 vs 2 runs" in verdict
     failed_row = next(line for line in text.splitlines() if "| failed |" in line)
     assert "2419.4" not in failed_row and "2,419.4" not in failed_row
@@ -484,3 +484,16 @@ def test_a_launch_bound_configuration_is_named_with_the_way_out(tmp_path):
     fake = tmp_path / "cpu"
     fake_job(fake, ["batch=32"], [1500, 1510, 1520])  # no GPU counters: nothing said
     assert "Launch-bound" not in write_summary(fake)
+
+
+def test_two_runs_are_too_few_for_an_interval_and_the_summary_says_so(tmp_path):
+    """Two runs' t-interval (one degree of freedom) spans orders of magnitude: the summary
+    names the runs and what to do, not a bound such as 1,003,132 samples/s."""
+    fake_job(tmp_path, ["interconnect=nvlink"], [1000, 3000])
+    fake_job(tmp_path, ["interconnect=pcie"], [1000, 1005, 1010])
+    text = write_summary(tmp_path)
+    line = next(line for line in text.splitlines() if line.startswith("- interconnect=nvlink:"))
+    assert "(2 runs: too few for an interval; use repeats=3 or more)" in line
+    assert "[" not in line and "inf" not in text
+    three = next(line for line in text.splitlines() if line.startswith("- interconnect=pcie:"))
+    assert "[" in three and three.endswith("(3 runs)")  # three runs keep their interval

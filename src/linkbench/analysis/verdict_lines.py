@@ -4,6 +4,7 @@ judged, and one per job that did not complete."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from linkbench.analysis.compare import ACCURACY_MARGIN, Comparison
@@ -17,11 +18,20 @@ def span(interval: Interval) -> str:
     return f"{interval.estimate:.3f}x [{interval.low:.3f}, {interval.high:.3f}]"
 
 
+MIN_INTERVAL_RUNS = 3
+"""Runs a mean needs for the summary to print its interval: two give a t-interval with one
+degree of freedom, 12.7 standard errors wide each way, which says only that there were two."""
+
+
 def mean_text(mean: Mean | None, unit: str) -> str:
     if mean is None:
         return "no completed run"
-    if mean.runs < 2:
-        return f"{mean.mean:,.1f} {unit} (1 run, no interval)"
+    if mean.runs < MIN_INTERVAL_RUNS or not math.isfinite(mean.low + mean.high):
+        runs = "1 run" if mean.runs == 1 else f"{mean.runs} runs"
+        return (
+            f"{mean.mean:,.1f} {unit} ({runs}: too few for an interval; use repeats="
+            f"{MIN_INTERVAL_RUNS} or more)"
+        )
     return f"{mean.mean:,.1f} [{mean.low:,.1f}, {mean.high:,.1f}] {unit} ({mean.runs} runs)"
 
 
@@ -43,11 +53,11 @@ def verdict_line(
         where = f"{where[:-2]} " if where else ""
         where += f"on an emulated link of {link['rate_gbit_s']:g} Gbit/s: "
     runs = f"{c.ratio.runs[0]} vs {c.ratio.runs[1]} runs"
-    if not c.ratio.has_interval:
+    if not c.ratio.has_interval or not math.isfinite(c.ratio.low + c.ratio.high):
         return (
             f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {c.ratio.estimate:.3f}x "
-            f"({c.unit}), {runs}: **inconclusive** (a side with one run gives no interval; "
-            "use repeats=3 or more)" + _lost(c)
+            f"({c.unit}), {runs}: **inconclusive** (too few runs for an interval; use "
+            f"repeats={MIN_INTERVAL_RUNS} or more)" + _lost(c)
         )
     line = (
         f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {span(c.ratio)} ({c.unit}, "
@@ -78,8 +88,8 @@ def verdict_line(
         line += " (its runs are seeds: sweep more seeds to narrow it)"
     elif c.verdict == "inconclusive":
         line += " (repeats=auto runs rounds until it is decided)"
-    if c.step_time_diff_ms is not None and c.step_time_diff_ms.has_interval:
-        d = c.step_time_diff_ms
+    d = c.step_time_diff_ms
+    if d is not None and d.has_interval and math.isfinite(d.low + d.high):
         line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
     line += _lost(c)
     if c.outliers:
