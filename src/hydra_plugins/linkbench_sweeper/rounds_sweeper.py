@@ -214,6 +214,7 @@ class RoundsSweeper(BasicSweeper):
         from omegaconf import open_dict
 
         from linkbench.config.machine import Machine
+        from linkbench.config.overrides import sweep_values
         from linkbench.launcher.sweeper import (
             check_axis,
             check_configurations,
@@ -228,14 +229,8 @@ class RoundsSweeper(BasicSweeper):
         parsed = OverridesParser.create(config_loader=loader).parse_overrides(
             [*BasicSweeper._parse_config(self), *arguments]
         )
-        swept = {  # as split_arguments reads them: a later override of a key wins
-            o.get_key_element(): (
-                list(o.sweep_string_iterator())
-                if o.is_sweep_override()
-                else [o.get_value_element_as_str()]
-            )
-            for o in parsed
-        }
+        # as split_arguments reads them: a later override of a key wins
+        swept = {o.get_key_element(): sweep_values(o) for o in parsed}
         check_values(swept)
         jobs = [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
         fewest = len(jobs) * (self.min_rounds if self.is_adaptive else self.rounds)

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
+from hydra.core.override_parser.types import Override, ValueType
 from hydra.core.plugins import Plugins
 from hydra.errors import HydraException
+
+from linkbench.errors import ConfigError
 
 # Keys that say how to run a job, not what it measures: left out of its settings.
 NOT_SETTINGS = ("resume", "experiment")
@@ -36,6 +38,31 @@ def key(override: Override) -> str:
 def sets(overrides: list[str], name: str) -> bool:
     """Whether ``overrides`` set ``name``."""
     return any(key(o) == name for o in parse(overrides))
+
+
+def sweep_values(override: Override) -> list[str]:
+    """The values an override sweeps, as Hydra's basic sweeper expands them (one for an
+    override that sweeps nothing; none for an empty range, which the sweep's own check
+    refuses); a sweep it cannot enumerate is refused in one sentence (ConfigError) instead
+    of Hydra's traceback."""
+    if not override.is_sweep_override():
+        return [override.get_value_element_as_str()]
+    name = key(override)
+    text = override.input_line or name
+    if override.value_type == ValueType.INTERVAL_SWEEP:
+        low, high = override.value().start, override.value().end
+        ends = f"{low:g},{(low + high) / 2:g},{high:g}"
+        raise ConfigError(
+            f"{text} is a continuous interval, which only a sampling sweeper (Optuna, Ax) "
+            f"draws from; list the values to run instead, e.g. {name}={ends}."
+        )
+    try:
+        return list(override.sweep_string_iterator())
+    except (ValueError, HydraException) as error:
+        raise ConfigError(
+            f"{text} cannot be expanded ({error}); write range(start, stop, step) with a step "
+            f"that is not 0, or list the values, e.g. {name}=8,16,32."
+        ) from None
 
 
 def _value(override: Override) -> Any:
