@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override, ValueType
+from hydra.core.override_parser.types import IntervalSweep, Override
 from hydra.core.plugins import Plugins
 from hydra.errors import HydraException
 
@@ -49,8 +49,8 @@ def sweep_values(override: Override) -> list[str]:
         return [override.get_value_element_as_str()]
     name = key(override)
     text = override.input_line or name
-    if override.value_type == ValueType.INTERVAL_SWEEP:
-        low, high = override.value().start, override.value().end
+    if isinstance(interval := override.value(), IntervalSweep):
+        low, high = interval.start, interval.end
         ends = f"{low:g},{(low + high) / 2:g},{high:g}"
         raise ConfigError(
             f"{text} is a continuous interval, which only a sampling sweeper (Optuna, Ax) "
