@@ -50,7 +50,7 @@ def sweep_values(override: Override) -> list[str]:
     name = key(override)
     text = override.input_line or name
     if isinstance(interval := override.value(), IntervalSweep):
-        low, high = interval.start, interval.end
+        low, high = float(interval.start or 0), float(interval.end or 0)
         ends = f"{low:g},{(low + high) / 2:g},{high:g}"
         raise ConfigError(
             f"{text} is a continuous interval, which only a sampling sweeper (Optuna, Ax) "
