@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
+from linkbench.files import SWEEP_RUN
 from linkbench.sweep_defaults import MAX_SUBDIR_BYTES, job_subdir
 
 from ..conftest import QUICK, load_result, run_cli
@@ -47,7 +48,7 @@ def test_a_sweep_over_a_data_root_given_as_a_path_is_summarised(tmp_path):
     args += [f"data.root={root}", "data.num_workers=0", f"hydra.sweep.dir={sweep}"]
     done = run_cli(args)
     assert done.returncode == 0, done.stderr[-3000:]
-    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name != SWEEP_RUN)
     assert len(jobs) == 2 and all(load_result(j)["status"] == "completed" for j in jobs)
     assert all(f"data.root={str(root).replace('/', '%2F')}" in j.name for j in jobs)
     assert "2 jobs, 2 completed" in (sweep / "summary.md").read_text()

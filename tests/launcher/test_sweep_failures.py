@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
+from linkbench.files import SWEEP_RUN
+
 from ..conftest import REPO, clean_env, load_result, run_cli
 from ..conftest import small_disk as mounted_small_disk
 from .test_failures import _worker_pids
@@ -169,7 +171,7 @@ def test_a_full_disk_ends_a_sweep_in_one_sentence_and_starts_no_further_job(smal
     assert written and not [p for p in written if p.stat().st_size == 0], "none left empty"
     assert not list(sweep.rglob(".*.tmp"))
     full = re.split(r" ran | was set up \(its folder removed\) ", last.split("while job ", 1)[1])[0]
-    jobs = [p for p in sweep.iterdir() if p.is_dir()]
+    jobs = [p for p in sweep.iterdir() if p.is_dir() and p.name != SWEEP_RUN]
     if "was set up" in last:  # the disk filled in Hydra's own files of a job that never ran
         assert not (sweep / full).exists(), "its half-written folder is gone"
     else:

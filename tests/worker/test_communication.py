@@ -6,6 +6,7 @@ import csv
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -236,3 +237,33 @@ def test_one_rank_has_no_link_and_no_communication_figure(tmp_path):
     line = next(x for x in done.stdout.splitlines() if "- done: " in x)
     assert "no link (one rank)" in line and "exposed communication" not in line
     assert "perf/comm_exposed_ms" not in EventAccumulator(str(tmp_path)).Reload().Tags()["scalars"]
+
+
+def test_a_later_rounds_job_projects_from_its_configurations_first_run(tmp_path, capsys):
+    """The probe runs in a configuration's first run (round 0): a job of round 1 lacks its
+    compute-only step, and the projection takes it from round 0's job beside it, saying so;
+    another configuration's round 0 is not taken, and without one it is one sentence."""
+    from linkbench.analysis.projection import main as project
+
+    probe = {k: RESULT["metrics"][k] for k in ("compute_step_ms", "ddp_backward_compute_ms")}
+    counted = {k: v for k, v in RESULT["metrics"].items() if k not in probe}
+
+    def job(name: str, round_: int, batch: int, metrics: dict) -> Path:
+        settings = {"round": round_, "batch": batch}
+        found = {**RESULT, "status": "completed", "round": round_, "settings": settings,
+                 "metrics": {**metrics, "step_time_ms": 150.0}}  # fmt: skip
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(found))
+        return tmp_path / name
+
+    job("batch=64,round=0", 0, 64, {**counted, "compute_step_ms": 999.0})  # not its own
+    later = job("batch=32,round=1", 1, 32, counted)
+    assert project([str(later), "--gpus", "8", "--json"]) == 2
+    assert "neither the probe's compute_step_ms nor a trace" in capsys.readouterr().err
+    job("batch=32,round=0", 0, 32, {**counted, **probe})
+    assert project([str(later), "--gpus", "8", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "the probe's figures from batch=32,round=0" in err
+    assert json.loads(out)  # the JSON on stdout stays JSON
+    first = inputs_from_result({**RESULT, "metrics": {**counted, **probe}})
+    assert first["compute_ms"] == 100.0

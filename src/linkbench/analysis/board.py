@@ -335,7 +335,25 @@ def write_board(
     summary.md as text and ``plots`` as images. Returns the run's directory."""
     base = out_dir / SWEEP_RUN
     run = base / _version(base, f"{jobs}-jobs")
-    run.mkdir(parents=True)
+    making = base / f".{run.name}.tmp"  # renamed into place whole: a full disk leaves nothing
+    shutil.rmtree(making, ignore_errors=True)
+    making.mkdir(parents=True)
+    try:
+        _write_run(making, found, text, plots, own)
+        making.rename(run)
+    except BaseException:
+        shutil.rmtree(making, ignore_errors=True)
+        raise
+    for old in base.glob("*-jobs*"):
+        if old != run and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+    for stray in base.glob("events.out.tfevents.*"):  # an older linkbench's sweep run
+        stray.unlink(missing_ok=True)
+    return run
+
+
+def _write_run(run: Path, found: SweepComparisons, text: str, plots: list[Path], own: bool) -> None:
+    """The sweep's run and its configurations' sessions, into ``run``."""
     summaries = [text_pb(TEXT_TAG, text)]
     summaries += [image_pb(f"sweep/{p.stem}", p.read_bytes()) for p in plots if p.is_file()]
     configs = found.configs
@@ -360,9 +378,3 @@ def write_board(
             ]
             write_events(run / _run_name(index, config), session)
     write_events(run, summaries)
-    for old in base.glob("*-jobs*"):
-        if old != run and old.is_dir():
-            shutil.rmtree(old, ignore_errors=True)
-    for stray in base.glob("events.out.tfevents.*"):  # an older linkbench's sweep run
-        stray.unlink(missing_ok=True)
-    return run

@@ -137,7 +137,7 @@ def measured(result: JobResult, source: str) -> Measured:
     else:
         raise ClusterError(
             f"{source}: neither a trace nor a compute-only step: run it with profile=trace "
-            "(or task.no_sync_steps > 0)."
+            "(or task.no_sync_steps > 0: the probe runs in a configuration's first run)."
         )
     start = (result.get("conditions") or [{}])[0].get("start") or {}
     cpus = int(start.get("cpus_usable") or start.get("cpus") or 0)

@@ -67,25 +67,32 @@ class ProjectionError(ValueError):
 
 def inputs_from_result(result: JobResult) -> dict[str, float]:
     """compute_ms, comm_bytes, overlap_fraction, backward_ms and traced (1.0 when compute and
-    overlap come from the job's trace) from a training job."""
+    overlap come from the job's trace) from a training job: its trace, else the probe's
+    figures, which a configuration's first run has (:func:`with_first_run`)."""
     metrics = result.get("metrics", {})
-    if result.get("task", "train") != "train" or "compute_step_ms" not in metrics:
+    trace = (result.get("trace") or {}).get("mean") or {}
+    traced = all(isinstance(trace.get(k), float) for k in TRACE_PARTS)
+    if (
+        result.get("task", "train") != "train"
+        or "grad_bytes" not in metrics
+        or ("compute_step_ms" not in metrics and not traced)
+    ):
         raise ProjectionError(
-            "the job has no compute_step_ms: project a completed task=train job whose "
-            "task.no_sync_steps > 0."
+            "the job has neither the probe's compute_step_ms nor a trace: project a completed "
+            "task=train job with task.no_sync_steps > 0 (the probe runs in a configuration's "
+            "first run: a sweep's round 0), or one with profile=trace."
         )
     comm_bytes = float(metrics.get("comm_bytes_per_step", metrics["grad_bytes"]))
-    backward_ms = metrics.get("ddp_backward_compute_ms", metrics["compute_step_ms"])
-    trace = (result.get("trace") or {}).get("mean") or {}
-    if all(isinstance(trace.get(k), float) for k in TRACE_PARTS):
+    if traced:
         # The synced steps' own computing (slower than a no_sync step's where communication
         # takes cores from it, as on a CPU), the rest of the step, and their overlap.
         comm = trace["overlapped_ms"] + trace["exposed_comm_ms"]
+        compute = trace["compute_ms"] + trace["other_ms"]
         return {
-            "compute_ms": trace["compute_ms"] + trace["other_ms"],
+            "compute_ms": compute,
             "comm_bytes": comm_bytes,
             "overlap_fraction": trace["overlapped_ms"] / comm if comm else 0.0,
-            "backward_ms": backward_ms,
+            "backward_ms": metrics.get("ddp_backward_compute_ms", compute),
             "traced": 1.0,
         }
     comm_ms, overlap_ms = metrics.get("ddp_backward_comm_ms"), metrics.get("ddp_comm_overlap_ms")
@@ -94,9 +101,27 @@ def inputs_from_result(result: JobResult) -> dict[str, float]:
         "compute_ms": metrics["compute_step_ms"],
         "comm_bytes": comm_bytes,
         "overlap_fraction": overlap,
-        "backward_ms": backward_ms,
+        "backward_ms": metrics.get("ddp_backward_compute_ms", metrics["compute_step_ms"]),
         "traced": 0.0,
     }
+
+
+def with_first_run(result: JobResult, job_dir: Path) -> tuple[JobResult, str | None]:
+    """A job of a sweep's later round, with the figures of its configuration's first run
+    (round 0, beside it in the sweep) that its own run lacks (the probe's: it runs there
+    only), and that job's name; the job as it is where it has them, or is no such job."""
+    metrics = result.get("metrics") or {}
+    if "compute_step_ms" in metrics or not result.get("round"):
+        return result, None
+    mine = {k: v for k, v in (result.get("settings") or {}).items() if k != "round"}
+    for path in sorted(job_dir.parent.glob(f"*/{RESULT_FILE}")):
+        other = read_result(path.parent) or {}
+        theirs = {k: v for k, v in (other.get("settings") or {}).items() if k != "round"}
+        if other.get("round") == 0 and other.get("status") == "completed" and theirs == mine:
+            first = other.get("metrics") or {}
+            merged = {**first, **metrics}
+            return {**result, "metrics": merged}, path.parent.name
+    return result, None
 
 
 def ring_allreduce_ms(n: int, size_bytes: float, link: Link) -> float:
@@ -186,11 +211,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{result_file} is not a JSON object (cut short?): pass a finished job's "
               "output directory", file=sys.stderr)  # fmt: skip
         return 2
+    result, first = with_first_run(result, args.job_dir)
     try:
         inputs = inputs_from_result(result)
     except ProjectionError as error:
         print(f"{result_file}: {error}", file=sys.stderr)
         return 2
+    if first is not None:
+        print(f"the probe's figures from {first}, this configuration's first run (the probe "
+              "runs there only)", file=sys.stderr)  # fmt: skip
     measured = curve = None
     if args.links is not None:
         try:
@@ -252,7 +281,7 @@ def _result(job: Path) -> JobResult:
         raise cluster.ClusterError(
             f"{job / RESULT_FILE} is missing or not JSON: pass a finished job's directory"
         )
-    return found
+    return with_first_run(found, job)[0]
 
 
 def _cluster(args: argparse.Namespace) -> int:

@@ -137,6 +137,10 @@ def launch(plan: RunPlan, show_rank0: bool = True) -> dict[int, Any]:
     except json.JSONDecodeError as error:
         # The elastic agent reads each failed rank's error file; a full disk leaves it empty.
         if disk_full(plan.log_dir, error):
+            for rank in range(plan.nproc_per_node):  # an empty file records nothing
+                empty = rank_error_file(plan.log_dir, rank)
+                if empty.is_file() and empty.stat().st_size == 0:
+                    empty.unlink()
             raise OSError(errno.ENOSPC, f"no space left in {plan.log_dir}") from error
         raise
     finally:

@@ -77,31 +77,30 @@ def _alternating_windows(stepper: Stepper, steps: int, device: torch.device) -> 
 
 
 def measure(stepper: Stepper, plan: RunPlan, me: Rank) -> dict[str, Any]:
-    """Exposed communication of one step, with its spread; empty when the probe is off, and
-    with one rank, which has no link (what it would measure is DDP's own bucket work), unless
-    ``debug.comm_delay_ms`` injects communication for the probe to find. It describes a
-    configuration and no verdict reads it, so it runs in the configuration's first run only
+    """Exposed communication of one step, with its spread, beside the step's communication
+    as counted (:func:`traffic`); empty when the probe is off, and with one rank, which has
+    no link (what it would measure is DDP's own bucket work), unless ``debug.comm_delay_ms``
+    injects communication for the probe to find. The timed windows describe a configuration
+    and no verdict reads them, so they run in the configuration's first run only
     (:attr:`RunPlan.describes`: a sweep's round 0, a job's first repeat), except where a
-    delay is injected to calibrate it.
+    delay is injected to calibrate them; every run counts its traffic.
 
     Each rank times its synced and no_sync steps in alternating windows; the figures
     reported are those of the rank whose synced steps were slowest, so every difference
     comes from one rank. ``comm_exposed_ms`` is the mean over the windows' pairs, with a
     95 % interval (``comm_exposed_ms_low`` / ``_high``); an interval that holds 0 means the
-    exposed communication is below this probe's noise, and the record says so. DDP's own
-    timings are left out with CUDA graphs: DDP measures them on the host, in eager steps
-    only. With ``debug.comm_delay_ms`` the injected delay per synced step is recorded
+    exposed communication is below this probe's noise, and the record says so. With
+    ``debug.comm_delay_ms`` the injected delay per synced step is recorded
     (``comm_delay_injected_ms``): the exposed communication lies between 0 and it."""
     task = plan.config.task
     steps = task.no_sync_steps if isinstance(task, TrainTask) else 0
     injected = bool(plan.config.debug.comm_delay_ms)
     if steps <= 0 or (me.world_size == 1 and not injected):
         return {}  # off, or one rank: no link, so no communication (unless one is injected)
+    out = traffic(stepper, plan, me)
     if not plan.describes and not injected:
-        return {}  # a configuration's first run measured it: no verdict reads it
+        return out  # a configuration's first run timed it: no verdict reads it
     parallel = stepper.parallel
-    out: dict[str, Any] = {}
-    out.update(parallel.comm_times())
     delay = parallel.comm_delay
     delayed_before = delay.buckets if delay else 0
     mine = _alternating_windows(stepper, steps, me.device)
@@ -119,7 +118,6 @@ def measure(stepper: Stepper, plan: RunPlan, me: Rank) -> dict[str, Any]:
         comm_exposed_ms_high=high,
         comm_exposed_windows=len(pairs),
         comm_fraction=exposed / synced,
-        grad_bytes=grad_bytes(parallel.module),
     )
     if delay is not None:
         synced_steps = sum(window_sizes(steps)) + len(pairs)  # the untimed ones delay too
@@ -128,6 +126,17 @@ def measure(stepper: Stepper, plan: RunPlan, me: Rank) -> dict[str, Any]:
     if note := noise_note(exposed, low, high, len(pairs)):
         out["comm_exposed_note"] = note
         log.warning("exposed communication %s", note)
+    return out
+
+
+def traffic(stepper: Stepper, plan: RunPlan, me: Rank) -> dict[str, Any]:
+    """The step's communication as counted and as DDP timed it in the training steps, which
+    costs no step: the gradients' bytes, each collective's bytes and messages, DDP's own
+    averages of backward communication and overlap (left out with CUDA graphs: DDP measures
+    them on the host, in eager steps only), and with two ranks or more the bus bandwidth
+    they bound from below."""
+    parallel = stepper.parallel
+    out: dict[str, Any] = {**parallel.comm_times(), "grad_bytes": grad_bytes(parallel.module)}
     n = me.world_size
     if moved := parallel.comm_bytes(plan.config):
         out["comm_bytes"] = moved
