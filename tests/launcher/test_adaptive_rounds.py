@@ -131,6 +131,7 @@ def test_a_comparison_the_budget_stopped_says_so_not_beyond_deciding(tmp_path, m
     summary = write_summary(tmp_path, plots=False)
     assert summary is not None and "beyond deciding" not in summary.split("Method:")[0]
     assert "undecided when the sweep stopped: budget_s=110 would run out in round 5" in summary
+    assert "[no bounds before round 6, the design's first look]" in summary and "inf" not in summary
 
 
 def test_a_resumed_sweep_keeps_the_rounds_it_had_run(tmp_path):

@@ -30,9 +30,12 @@ own summary) gets the text and plots alone: one experiment per logdir, the sweep
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 import re
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -46,7 +49,7 @@ from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 from tensorboard.compat.proto.types_pb2 import DT_STRING
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.plugins.text import metadata as text_metadata
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from tensorboard.summary.writer.record_writer import RecordWriter
 
 from linkbench.analysis.compare import Comparison, SweepComparisons
 from linkbench.analysis.sweep import REPEAT_KEYS, Configuration
@@ -66,6 +69,7 @@ HPARAM_COLUMNS = 3
 # After the ratio, the columns a reviewer reads next; then the rest, in the metric table's order.
 READING_ORDER = ("comm_fraction", "comm_exposed_ms", "link_busbw_gb_s", "node_busbw_gb_s", "mfu")
 TEXT_TAG = "Sweep summary"  # listed before the jobs' own texts (config, hardware, overrides)
+_FILES = itertools.count()  # this process's event files, apart in name
 
 
 def hparam_text(value: Any) -> str:
@@ -295,13 +299,18 @@ def scalar_pb(tag: str, value: float) -> Summary:
 
 
 def write_events(run_dir: Path, summaries: Iterable[Summary], step: int = 0) -> None:
-    """One event file in ``run_dir`` (a TensorBoard run) holding ``summaries``."""
-    writer = EventFileWriter(str(run_dir))
-    try:
-        for summary in summaries:
-            writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
-    finally:
-        writer.close()
+    """One event file in ``run_dir`` (a TensorBoard run) holding ``summaries``, written here
+    and now (TensorBoard's record format, no writer thread: a handful of events, and any
+    error, a full disk's say, raised where it happens)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}"
+    path = run_dir / f"{name}.{next(_FILES)}"
+    events = [Event(wall_time=time.time(), file_version="brain.Event:2")]
+    events += [Event(wall_time=time.time(), step=step, summary=s) for s in summaries]
+    with path.open("wb") as handle:
+        writer = RecordWriter(handle)
+        for event in events:
+            writer.write(event.SerializeToString())
 
 
 def row_name(index: int, count: int, config: Configuration) -> str:

@@ -53,14 +53,20 @@ def verdict_line(
         where = f"{where[:-2]} " if where else ""
         where += f"on an emulated link of {link['rate_gbit_s']:g} Gbit/s: "
     runs = f"{c.ratio.runs[0]} vs {c.ratio.runs[1]} runs"
-    if not c.ratio.has_interval or not math.isfinite(c.ratio.low + c.ratio.high):
+    bounded = math.isfinite(c.ratio.low + c.ratio.high)
+    sequential = c.ratio.method == "sequential"
+    if not c.ratio.has_interval or not (bounded or sequential):
         return (
             f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {c.ratio.estimate:.3f}x "
             f"({c.unit}), {runs}: **inconclusive** (too few runs for an interval; use "
             f"repeats={MIN_INTERVAL_RUNS} or more)" + _lost(c)
         )
+    shown = span(c.ratio)
+    if not bounded:  # an adaptive design's interval before its first look
+        first = c.design.min_rounds if c.design else "its first look"
+        shown = f"{c.ratio.estimate:.3f}x [no bounds before round {first}, the design's first look]"
     line = (
-        f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {span(c.ratio)} ({c.unit}, "
+        f"- {where}{c.axis}={c.arm_value} vs {c.baseline}: {shown} ({c.unit}, "
         f"{runs}, {c.ratio.method}): **{c.verdict}**"
     )
     if inert:
