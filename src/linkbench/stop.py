@@ -97,11 +97,21 @@ def watch_launcher() -> None:
         threading.Thread(target=_watch, args=(int(pid),), daemon=True, name="watch").start()
 
 
-def record_failure(log_dir: Path, rank: int, error: BaseException, no_space: bool) -> None:
+def record_failure(
+    log_dir: Path,
+    rank: int,
+    error: BaseException,
+    no_space: bool,
+    waited_for: dict[int, str] | None = None,
+    timeout_s: float | None = None,
+) -> None:
     """Leave this rank's failure, with its time and whether its disk was full, for the
     launching process (where it fits: on a full disk the error itself is what the launcher
-    must hear)."""
+    must hear). A collective's timeout adds the ranks this one waited for, and why each
+    seems to have stopped responding (:mod:`linkbench.worker.heartbeat`), and the timeout."""
     record = {
+        "waited_for": {str(r): why for r, why in (waited_for or {}).items()},
+        "timeout_s": timeout_s,
         "time": time.time(),
         "error": f"{type(error).__name__}: {error}".strip(),
         "stopped": isinstance(error, tuple(STOP_SIGNALS)),

@@ -408,3 +408,54 @@ def test_a_full_disk_ends_the_job_in_one_sentence_and_keeps_what_fits(small_disk
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert load_result(job)["status"] == "failed"
     assert not [p.name for p in job.rglob(".*.tmp")]
+
+
+def test_a_timeout_names_the_rank_that_stopped_responding_not_the_one_that_waited(tmp_path):
+    """Rank 0's collective timed out (its own error, recorded first) while waiting for rank
+    1, whose heartbeat had stopped: rank 1 is the one named, with the timeout and its key."""
+    waited = {"1": "no heartbeat for 21 s (the last from step 7); its process is stopped"}
+    record = {
+        "time": 1.0,
+        "error": "RuntimeError: Timed out waiting 20000ms for recv",
+        "stopped": False,
+        "peer_left": False,
+        "waited_for": waited,
+        "timeout_s": 20.0,
+    }
+    (tmp_path / "failure.rank0.json").write_text(json.dumps(record))
+    rank, reason = first_failure({0: _Exit(1), 1: _Exit(-9)}, tmp_path, 2, ended_at=40.0)
+    assert rank == 1
+    assert reason.startswith("it stopped responding: no heartbeat for 21 s")
+    assert (
+        "Rank 0 waited for it in a collective until its timeout fired (dist_timeout_s=20 s)"
+        in reason
+    )
+    # Without the heartbeat's word, the waiter's own error stands, as before.
+    (tmp_path / "failure.rank0.json").write_text(json.dumps({**record, "waited_for": {}}))
+    assert first_failure({0: _Exit(1), 1: _Exit(-9)}, tmp_path, 2, ended_at=40.0)[0] == 0
+
+
+@pytest.mark.slow  # about 45 s: the timeout, then the launcher's 30 s grace for a stopped rank
+def test_a_rank_stopped_from_outside_is_named_when_the_timeout_fires(tmp_path):
+    job = tmp_path / "job"
+    process = subprocess.Popen(
+        [sys.executable, "run.py", "steps=100000", "untimed_steps=1", "log_every=1", "batch=2",
+         "dist_timeout_s=5", f"hydra.run.dir={job}"],
+        cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for_metrics(process, job)
+        stopped = _worker_pids(process.pid)[-1]
+        os.kill(stopped, signal.SIGSTOP)
+        _, err = process.communicate(timeout=150)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, err[-2000:]
+    result = load_result(job)
+    hung = result["failed_rank"]
+    assert not failure_file(job / "logs", hung).exists()  # it could say nothing itself
+    assert f"rank {hung} failed first: it stopped responding: no heartbeat for" in result["error"]
+    assert "its process is stopped (SIGSTOP" in result["error"]
+    assert "dist_timeout_s=5 s" in result["error"]
+    assert "Traceback" not in err

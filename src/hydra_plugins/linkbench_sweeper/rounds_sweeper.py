@@ -104,12 +104,18 @@ class RoundsSweeper(BasicSweeper):
         self.adaptive: AdaptiveRounds | None = None
 
     def sweep(self, arguments: list[str]) -> Any:
+        from pathlib import Path
+
         from linkbench.errors import ConfigError, refuse
-        from linkbench.launcher import stopping
+        from linkbench.launcher import stopping, sweep_lock
         from linkbench.launcher.sweeper import check_adaptive, check_rounds, sweep_repeats
 
         assert self.config is not None
         try:  # the sweep checked whole: a refusal is its sentence alone, before any job
+            sweep_dir = Path(self.config.hydra.sweep.dir)
+            if sweep_dir.is_dir():  # another sweep's, or this one's to resume
+                sweep_lock.hold(sweep_dir)
+                sweep_lock.check_resumed(sweep_dir, self.config)
             repeats = sweep_repeats(self.config, arguments)
             self.is_adaptive = repeats == AUTO
             if self.is_adaptive:
@@ -150,9 +156,9 @@ class RoundsSweeper(BasicSweeper):
         from hydra.core.utils import JobStatus
         from omegaconf import OmegaConf
 
-        from linkbench.errors import DiskFull
+        from linkbench.errors import ConfigError, DiskFull, refuse
         from linkbench.files import MULTIRUN_FILE
-        from linkbench.launcher import sweep_end
+        from linkbench.launcher import sweep_end, sweep_lock
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
@@ -164,6 +170,10 @@ class RoundsSweeper(BasicSweeper):
         failed: list[JobReturn] = []
         try:
             sweep_dir.mkdir(parents=True, exist_ok=True)
+            try:  # a sweep that made the folder in the same moment as this one
+                sweep_lock.hold(sweep_dir)
+            except ConfigError as error:
+                refuse(error)
             OmegaConf.save(self.config, sweep_dir / MULTIRUN_FILE)
             index = 0
             while not self.is_done():

@@ -76,8 +76,21 @@ def simulate(
     first look) a comparison whose chance to be decided is below FUTILE_BELOW stops
     undecided, as the sweeper's does."""
     rng = np.random.default_rng(seed)
-    k = design.max_rounds
-    log_ratios = _log_ratios(rng, true_ratio, cv, k, kind, tail, drift, sweeps)
+    log_ratios = _log_ratios(rng, true_ratio, cv, design.max_rounds, kind, tail, drift, sweeps)
+    return decide(log_ratios, design, plain=plain, futility=futility, margin=margin)
+
+
+def decide(
+    log_ratios: np.ndarray,
+    design: Design,
+    plain: bool = False,
+    futility: bool = True,
+    margin: float = DEFAULT_MARGIN,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(verdicts, rounds run, low, high) of the sweeper's rule on given paired log ratios
+    (comparisons x ``design.max_rounds`` rounds, the arm's over its baseline's): what
+    :func:`simulate` runs on its own noise, for a study that draws the runs another way."""
+    sweeps, k = log_ratios.shape[0], design.max_rounds
     verdicts = np.full(sweeps, "inconclusive", dtype=object)
     stopped = np.full(sweeps, k)
     low, high = np.full(sweeps, np.nan), np.full(sweeps, np.nan)

@@ -339,6 +339,11 @@ class DebugConfig:
     crash_at_step: int | None = None
     """The step at which ``crash_rank`` raises; null never."""
     crash_rank: int = 0
+    """The rank that crashes at ``crash_at_step``, or hangs at ``hang_at_step``."""
+    hang_at_step: int | None = None
+    """The step at which ``crash_rank`` stops its own process (SIGSTOP), as a hung rank
+    does: the others' collective times out after ``dist_timeout_s`` and the job names the
+    rank that stopped responding; null never."""
     step_delay_ms: float = 0.0
     """Every training step of every rank takes this much longer (an injected effect whose
     size is known): a spin kernel on the step's stream on a GPU, a host sleep on CPU."""

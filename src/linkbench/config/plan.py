@@ -229,7 +229,7 @@ def _resolve_precision(config: Config, device_type: str, notes: list[str]) -> Pr
 
 def _check_machine(config: Config, world_size: int) -> None:
     """The combinations that depend on the world's size (the task checks the rest)."""
-    if config.debug.crash_at_step is not None:
+    if config.debug.crash_at_step is not None or config.debug.hang_at_step is not None:
         require(
             config.debug.crash_rank < world_size,
             f"debug.crash_rank={config.debug.crash_rank} must be a rank from 0 to "

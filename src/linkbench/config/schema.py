@@ -385,13 +385,12 @@ class Config:
     def _check_debug(self, steps: int) -> None:
         crash = self.debug
         require(crash.crash_rank >= 0, f"debug.crash_rank={crash.crash_rank} must be >= 0.")
-        if crash.crash_at_step is None:
-            return
-        require(
-            1 <= crash.crash_at_step <= steps,
-            f"debug.crash_at_step={crash.crash_at_step} must be a step from 1 to "
-            f"steps={steps}, or null.",
-        )
+        for key, step in (("crash_at_step", crash.crash_at_step),
+                          ("hang_at_step", crash.hang_at_step)):  # fmt: skip
+            require(
+                step is None or 1 <= step <= steps,
+                f"debug.{key}={step} must be a step from 1 to steps={steps}, or null.",
+            )
 
     def check_training(self) -> None:
         """The rules of a job that trains (its task's ``trains``), run once, in the plan: the

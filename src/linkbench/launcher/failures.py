@@ -38,6 +38,8 @@ def first_failure(
     own, an unlisted rank ended well or was stopped by the launcher."""
     recorded = _recorded(log_dir, world_size)
     first_own = _first_own(recorded)
+    if first_own is not None and (hung := stopped_responding(recorded[first_own], first_own)):
+        return hung
     grace_passed = (
         first_own is not None and ended_at - recorded[first_own]["time"] >= LAUNCHER_GRACE_S
     )
@@ -60,12 +62,32 @@ def first_failure(
     return rank, f"exit code {failures[rank].exitcode}" if failures else "no rank said why"
 
 
+def stopped_responding(record: dict[str, Any], waiter: int) -> tuple[int, str] | None:
+    """(rank, what happened) where ``waiter``'s recorded failure is a collective's timeout
+    while it waited for ranks that had stopped responding (their heartbeats): the first of
+    those is the rank the job failed for."""
+    waited = {int(r): why for r, why in (record.get("waited_for") or {}).items()}
+    if not waited:
+        return None
+    rank = min(waited)
+    others = sorted(set(waited) - {rank})
+    also = f" (rank(s) {', '.join(map(str, others))} too)" if others else ""
+    return rank, (
+        f"it stopped responding{also}: {waited[rank]}. Rank {waiter} waited for it in a "
+        f"collective until its timeout fired (dist_timeout_s={record.get('timeout_s'):g} s): "
+        "find in this rank's log what it was doing; raise dist_timeout_s only if it was "
+        "merely slow"
+    )
+
+
 def first_recorded_failure(log_dir: Path, world_size: int) -> tuple[int, str] | None:
     """(rank, error) of the earliest failure a rank recorded itself, if any did. Under an
     outside launcher only this node's records may be visible, so silence proves nothing."""
     recorded = _recorded(log_dir, world_size)
     rank = _first_own(recorded)
-    return None if rank is None else (rank, recorded[rank]["error"])
+    if rank is None:
+        return None
+    return stopped_responding(recorded[rank], rank) or (rank, recorded[rank]["error"])
 
 
 def ran_out_of_space(log_dir: Path, world_size: int) -> bool:

@@ -38,7 +38,7 @@ from linkbench.stop import (
     stops_held,
     watch_launcher,
 )
-from linkbench.worker import phases
+from linkbench.worker import heartbeat, phases
 from linkbench.worker.board import Board
 from linkbench.worker.emulated import check_sockets, measure, measure_nodes, store
 
@@ -159,6 +159,7 @@ def worker_main(plan: RunPlan) -> dict[str, Any]:
     )
     phases.mark("rendezvous")
     board = hardware = None
+    beat = heartbeat.start(rank, me.world_size, world.get("store"))
     try:
         hardware = HardwareDescription(plan, me)
         board = Board(plan) if me.is_main else None
@@ -189,8 +190,9 @@ def worker_main(plan: RunPlan) -> dict[str, Any]:
         # A stop signal arriving now (the launcher stops the other ranks when one fails) must
         # not cut the record short.
         full = disk_full(plan.job_dir, error)
+        hung = beat.unresponsive() if beat is not None and heartbeat.timed_out(error) else {}
         with stops_held():
-            record_failure(plan.log_dir, rank, error, full)
+            record_failure(plan.log_dir, rank, error, full, hung, timeout_s)
         if isinstance(error, tuple(STOP_SIGNALS)):
             log.warning("rank %d stopped: %s", rank, error or "interrupted")
             if not plan.in_place:  # a stop is no error of this rank's: exit without traceback
@@ -198,6 +200,10 @@ def worker_main(plan: RunPlan) -> dict[str, Any]:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         if peer_left(error):  # one line: the rank that left says why (its traceback is kept)
             log.error("rank %d stopped: another rank left the job (%s)", rank, first)
+        elif hung:  # one line: the rank that stopped responding is the news
+            named = "; ".join(f"rank {r}: {why}" for r, why in hung.items())
+            log.error("rank %d stopped: a collective timed out after dist_timeout_s=%g s "
+                      "waiting for %s", rank, timeout_s, named)  # fmt: skip
         elif full:
             log.error("rank %d stopped: no space left in %s (%s)", rank, plan.job_dir, first)
         else:
@@ -206,6 +212,8 @@ def worker_main(plan: RunPlan) -> dict[str, Any]:
             stop_quietly()
         raise
     finally:
+        if beat is not None:
+            beat.stop()
         described = hardware.finish() if hardware is not None else None
         if board is not None:
             if described is not None:

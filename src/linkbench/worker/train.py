@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import signal
 import statistics
 import time
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from linkbench.parts.flops import FlopRate, peak_tflops
 from linkbench.parts.models import build_model, materialize
 from linkbench.parts.rank import Rank, max_over_ranks, sum_over_ranks
 from linkbench.result import JobResult
-from linkbench.worker import checkpoint, phases, probe
+from linkbench.worker import checkpoint, heartbeat, phases, probe
 from linkbench.worker.board import Board
 from linkbench.worker.compile_cache import cache_counters, use_cache
 from linkbench.worker.counters import CounterSampler, combine
@@ -149,15 +151,21 @@ class TrainingRun:
         steps, log_every = self.plan.steps, cfg.log_every
         every = cfg.checkpoint.every_steps
         every_eval = cfg.eval.every_steps if evaluates(self.plan) else 0
-        crash_at = cfg.debug.crash_at_step if me.rank == cfg.debug.crash_rank else None
+        chosen = me.rank == cfg.debug.crash_rank
+        crash_at = cfg.debug.crash_at_step if chosen else None
+        hang_at = cfg.debug.hang_at_step if chosen else None
         if self.timed_from == self.first:
             self.counters.start()
             self.uplink.start()
             self.timer.start()
         started = time.perf_counter()
         for done in range(self.first + 1, steps + 1):
+            heartbeat.at_step(done)
             if done == crash_at:
                 raise RuntimeError(f"debug.crash_at_step={done}: rank {me.rank} raises on purpose")
+            if done == hang_at:
+                log.warning("debug.hang_at_step=%d: rank %d stops itself (SIGSTOP)", done, me.rank)
+                os.kill(os.getpid(), signal.SIGSTOP)
             self.loss_sum += self.stepper.synced().float()
             self.loss_count += 1
             if done == self.first + 1 and self.timed_from > self.first:
