@@ -151,18 +151,17 @@ def measured(sweep: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     by_config: dict[str, list[np.ndarray]] = defaultdict(list)
-    for events in sorted(sweep.glob("*/tb/**/events.out.tfevents.*")) or sorted(
-        sweep.glob("*/**/events.out.tfevents.*")
-    ):
-        job = events.relative_to(sweep).parts[0]
+    folders = sorted({e.parent for e in sweep.glob("*/**/events.out.tfevents.*")})
+    for folder in folders:
+        job = folder.relative_to(sweep).parts[0]
         if job.startswith(("_", ".")):
             continue
-        acc = EventAccumulator(str(events.parent), size_guidance={"scalars": 0})
+        acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
         acc.Reload()
         if "perf/step_time_ms" not in acc.Tags()["scalars"]:
             continue
         times = np.array([e.value for e in acc.Scalars("perf/step_time_ms")])
-        config = ",".join(p for p in job.split(",") if not p.startswith("round="))
+        config = ",".join(p for p in job.split(",") if not p.startswith(("round=", "repeats=")))
         by_config[config].append(-np.log(times))
     print("| configuration | runs | windows a run | SD of run means | SD the windows predict "
           "| ratio |")  # fmt: skip
