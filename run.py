@@ -12,7 +12,7 @@ import hydra
 from omegaconf import DictConfig
 
 from linkbench.config import hydra_errors
-from linkbench.config.overrides import command_line_overrides, unknown_key
+from linkbench.config.overrides import argument_problem, command_line_overrides
 from linkbench.config.registry import register
 from linkbench.config.schema import Config
 from linkbench.errors import ConfigError, refuse
@@ -33,6 +33,10 @@ def main(cfg: DictConfig) -> float:
 if __name__ == "__main__":
     arguments = command_line_overrides(sys.argv[1:])
     hydra_errors.install(arguments)  # Hydra's own errors on bad input: one sentence each
-    if problem := unknown_key(arguments, Config):
-        refuse(ConfigError(problem))  # before Hydra, whose hint would say "+key"
+    try:  # before Hydra, whose hint would say "+key" and whose last override wins
+        problem = argument_problem(arguments, Config)
+    except ConfigError as error:  # a sweep Hydra's sweeper cannot expand
+        problem = str(error)
+    if problem:
+        refuse(ConfigError(problem))
     main()

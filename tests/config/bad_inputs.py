@@ -237,7 +237,62 @@ CASES: list[Case] = [
     _c("--config-name", "--config-name", "nope"),
     _c("--config-dir", "--config-dir", "/nonexistent/conf"),
     _c("bad.yaml, line 2", "--config-dir", "{broken}", "+broken=bad"),
+    # Numbers beyond what torch takes, and sizes the machine cannot hold (issue 48).
+    _c("seed=99999999999999999999 is beyond a 64-bit integer", "seed=99999999999999999999"),
+    _c("seed=-9007199254740993 is too large", "seed=-9007199254740993"),
+    _c("steps=99999999999999999999", "steps=99999999999999999999"),
+    _c(
+        "task.warmup_iters=18446744073709551616",
+        "task=allreduce",
+        "task.warmup_iters=18446744073709551616",
+    ),
+    _c("devices=100000: 100000 ranks need about", "devices=100000"),
+    _c("devices=5000", "-m", "devices=2,5000"),
+    _c("not even one rank would fit", "batch=900000"),
+    # A true/false key given anything else, a key deleted, a sweep given twice or one value
+    # under two spellings.
+    _c("eval.enabled is true or false or null, not 2", "eval.enabled=2"),
+    _c("compile is true or false, not yes", "compile=yes"),
+    _c("cudnn_benchmark is true or false or null, not 0", "-m", "cudnn_benchmark=true,0"),
+    _c("~steps deletes steps", "~steps"),
+    _c("~model.image_size deletes model.image_size", "~model.image_size"),
+    _c("batch is given twice", "-m", "batch=8,16", "batch=32,64"),
+    _c("seed is given twice", "-m", "seed=1", "seed=2,3"),
+    _c("names batch=08 more than once (as 08 and 8)", "-m", "batch=08,8"),
+    _c("names base_lr=0.1 more than once", "-m", "base_lr=0.1,1e-1"),
+    # Output folders whose names the file system refuses.
+    _c("more than the 255 a name may have", "hydra.run.dir=/tmp/" + "x" * 300),
+    _c(
+        "more than the 255 a name may have",
+        "-m",
+        "seed=1,2",
+        "hydra.sweep.dir=/tmp/" + "z" * 260 + "/sweep",
+    ),
+    _c("its path is", "hydra.run.dir=/tmp/" + "/".join(["y" * 200] * 21)),
+    # Data the plan can read but the ranks could not use.
+    _c("hold no image", "data=imagefolder", "data.root={emptyclass}"),
+    _c("does not open as an image", "data=imagefolder", "data.root={badimage}"),
+    _c("is not CIFAR-10's data_batch_1", "data=cifar10", "data.root={badcifar}"),
+    _c("lacks data_batch_3", "data=cifar10", "data.root={partcifar}"),
 ]
+
+
+def _data_folders(tmp: Path) -> dict[str, Path]:
+    """Data on disk for the cases that name it: an image folder with a class folder of no
+    image, one whose first image is not one, a CIFAR-10 folder whose first batch is cut
+    short, one that lacks a batch."""
+    made = {name: tmp / name for name in ("emptyclass", "badimage", "badcifar", "partcifar")}
+    (made["emptyclass"] / "cat").mkdir(parents=True, exist_ok=True)
+    (made["emptyclass"] / "cat" / "notes.txt").write_text("no image here")
+    (made["badimage"] / "dog").mkdir(parents=True, exist_ok=True)
+    (made["badimage"] / "dog" / "0.jpg").write_bytes(b"not a jpeg")
+    for name in ("badcifar", "partcifar"):
+        batches = made[name] / "cifar-10-batches-py"
+        batches.mkdir(parents=True, exist_ok=True)
+        for file in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+            if not (name == "partcifar" and file == "data_batch_3"):
+                (batches / file).write_bytes(b"\x80\x02}q\x00(X")  # a pickle cut short
+    return made
 
 
 @dataclass(frozen=True)
@@ -260,6 +315,8 @@ def outcome(case: Case, tmp: Path, env: dict[str, str]) -> Outcome:
     (broken / "broken").mkdir(exist_ok=True)
     (broken / "broken" / "bad.yaml").write_text(BROKEN_YAML)
     args = [a.replace("{broken}", str(broken)) for a in case.args]
+    for name, folder in _data_folders(tmp).items():
+        args = [a.replace(f"{{{name}}}", str(folder)) for a in args]
     run_dir, sweep_dir = tmp / "job", tmp / "sweep"
     given = " ".join(args)
     extra = [] if "hydra.run.dir" in given else [f"hydra.run.dir={run_dir}"]

@@ -8,6 +8,7 @@ import re
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
+from PIL import Image
 
 from linkbench.config.facts import Facts
 from linkbench.config.machine import Machine, OutsideWorld
@@ -32,12 +33,13 @@ OPTIONS = sorted(
 def extra_overrides(group: str, option: str, tmp_path) -> list[str]:
     if (group, option) == ("data", "imagefolder"):
         (tmp_path / "a_class").mkdir()
-        return [f"data.root={tmp_path}"]
+        for i in range(4):  # one held out, one training image for each of the 2 ranks
+            Image.new("RGB", (4, 4)).save(tmp_path / "a_class" / f"{i}.png")
+        return [f"data.root={tmp_path}", "batch=1"]
     if (group, option) == ("model", "custom"):
         return ["model._target_=linkbench.parts.models.TinyCNN", "+model.kwargs.num_classes=10"]
-    if (group, option) == ("data", "cifar10"):
-        (tmp_path / "cifar-10-batches-py").mkdir()
-        return [f"data.root={tmp_path}"]
+    if (group, option) == ("data", "cifar10"):  # no CIFAR-10 here: rank 0 would fetch it
+        return [f"data.root={tmp_path}", "data.download=true"]
     if (group, option) == ("strategy", "hsdp"):  # one node here: replicas given
         return ["strategy.replicas=2"]
     return []
@@ -319,17 +321,21 @@ def test_a_jobs_overrides_are_parsed_once_and_carried(compose_config, tmp_path, 
 
 def test_a_batch_that_cannot_fit_is_warned_of_before_any_worker(compose_config, tmp_path):
     """The estimate from the model built on the meta device, against a rank's share of the
-    host's memory: batch=300000 of the tiny CNN on 2 ranks is tens of GB a rank, not 12."""
+    host's memory after what the launcher and each rank hold to start: batch=50000 of the
+    tiny CNN on 2 ranks is over 12 GB a rank (warned); batch=300000 is more than the whole
+    host (refused: not even one rank would fit)."""
     from linkbench.launcher.parts_check import check_parts
 
     host = Machine(cuda_devices=0, memory_bytes=24 * 10**9)
-    big = plan_job(compose_config(["batch=300000"]), str(tmp_path), [], host, check_parts)
-    note = next(n for n in big.notes if n.startswith("batch=300000 with model=tiny"))
-    assert "more than the 12.0 GB a rank has here (2 ranks share 24.0 GB)" in note
+    big = plan_job(compose_config(["batch=50000"]), str(tmp_path), [], host, check_parts)
+    note = next(n for n in big.notes if n.startswith("batch=50000 with model=tiny"))
+    assert "more than the 11.7 GB a rank has here (2 ranks share 24.0 GB" in note
     fits = int(note.split("about ")[1].split(" ")[0])
-    assert 10_000 < fits < 300_000
+    assert 10_000 < fits < 50_000
     small = plan_job(compose_config([f"batch={fits // 2}"]), str(tmp_path), [], host, check_parts)
     assert not [n for n in small.notes if "rough estimate" in n]
+    with pytest.raises(ConfigError, match="not even one rank would fit; lower batch"):
+        plan_job(compose_config(["batch=300000"]), str(tmp_path), [], host, check_parts)
     unknown = plan_job(compose_config(["batch=300000"]), str(tmp_path), [], CPU, check_parts)
     assert not [n for n in unknown.notes if "rough estimate" in n], "no figure, no warning"
 
@@ -490,7 +496,7 @@ def test_planning_decides_from_the_facts_and_touches_no_file(compose_config, tmp
     for name in ("cat", "dog"):
         (root / name).mkdir(parents=True)
         for i in range(30):
-            (root / name / f"{i}.png").write_bytes(b"")
+            Image.new("RGB", (4, 4)).save(root / name / f"{i}.png")
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     (job_dir / "checkpoint.json").write_text('{"step": 20, "dir": "checkpoint/st')

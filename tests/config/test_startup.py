@@ -65,6 +65,7 @@ from hydra import compose, initialize_config_dir
 from linkbench.config.machine import Machine
 from linkbench.launcher.planning import plan_job
 from linkbench.config.registry import options, register
+from PIL import Image
 
 register(project_root=Path({repo!r}))
 with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
@@ -73,7 +74,7 @@ with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
     root = Path(tempfile.mkdtemp())
     (root / "cat").mkdir()
     for i in range(80):
-        (root / "cat" / f"{{i}}.png").write_bytes(b"")
+        Image.new("RGB", (4, 4)).save(root / "cat" / f"{{i}}.png")
     extra = {{
         "strategy=hsdp": ["strategy.replicas=2"],
         "data=imagefolder": [f"data.root={{root}}"],

@@ -143,6 +143,13 @@ def test_killed_worker_fails_the_job_and_keeps_what_was_measured(tmp_path):
     # The launcher reports the SIGKILL when it sees it first; otherwise the silence is the sign.
     assert "rank 1 failed first: " in result["error"]
     assert "SIGKILL" in result["error"] or "killed from outside" in result["error"]
+    # kill -9 of a small rank is no out-of-memory kill, and the job does not guess one
+    error = result["error"]
+    assert (
+        "not the out-of-memory killer, by the evidence: this cgroup counted no OOM kill" in error
+        or "nothing shows it ran out of memory" in error
+    )
+    assert "lower batch" not in result["error"]
     assert result["metrics"]["timed_steps"] >= 2, "the steps measured before the failure are kept"
     assert "rank 1 failed first" in stdout + stderr
     assert _gone(workers)

@@ -19,7 +19,7 @@ from ..conftest import run_cli
             "configuration 1 of 59 of this sweep (batch=1 steps=5 untimed_steps=10) is refused, "
             "so no job starts: untimed_steps=10 must be at least 0 and below steps=5",
         ),
-        (["batch=8,16", "steps=20", "batch=32,32"], "names batch=32 more than once"),
+        (["steps=20", "batch=32,32"], "names batch=32 more than once"),
         (
             ["batch=8,16", "hydra.callbacks.sweep_summary.axis=nonexistent_key"],
             "axis=nonexistent_key is not a key this sweep varies; choose one of batch.",

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from omegaconf import II, MISSING
 
 from linkbench.config.checks import require, require_not_negative, require_positive
+from linkbench.config.data_check import cifar_problem, classes_of, image_folder_problem
 
 CIFAR10_TRAIN, CIFAR10_TEST = 50_000, 10_000
 SPLIT_SEED = 0  # the held-out split is the same for every job, whatever its seed
@@ -259,15 +260,18 @@ class ImageFolderData(RootedData):
     def found(self) -> DataFound:
         """Its classes as torchvision's ImageFolder finds them, the folders under its
         training root (none is refused), and its files."""
-        classes = sum(1 for p in self.train_root.iterdir() if p.is_dir())
+        classes = classes_of(self.train_root)
         require(
-            classes > 0,
+            len(classes) > 0,
             f"data.root={self.root} holds no class folders; point it at an ImageNet-style "
             "folder (data.root/<class>/<image>, or data.root/train/<class>/<image>).",
         )
-        count = sum(1 for p in self.train_root.rglob("*") if p.is_file())
+        splits = {"train": self.train_root, **({"val": self.path / "val"} if self.has_val else {})}
+        problem = image_folder_problem(f"data.root={self.root}", splits)
+        require(problem is None, str(problem))
+        count = sum(len(images) for images in classes.values())
         train = count if self.has_val else count - max(1, round(count * self.eval_fraction))
-        return DataFound(train_size=train, classes=classes)
+        return DataFound(train_size=train, classes=len(classes))
 
 
 @dataclass
@@ -289,6 +293,11 @@ class Cifar10Data(RootedData):
         )
 
     def found(self) -> DataFound:
+        """Its sizes, once its batch files are there and a sample of each split reads."""
+        folder = self.path / "cifar-10-batches-py"
+        if folder.is_dir():  # else data.download=true fetches it on rank 0
+            problem = cifar_problem(f"data.root={self.root}", folder)
+            require(problem is None, str(problem))
         return DataFound(train_size=CIFAR10_TRAIN, held_out_size=CIFAR10_TEST)
 
 

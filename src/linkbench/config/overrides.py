@@ -174,6 +174,68 @@ def unknown_key(arguments: list[str], schema: type) -> str | None:
     return None
 
 
+def argument_problem(arguments: list[str], schema: type) -> str | None:
+    """One sentence for the first command-line override that cannot mean what it says, or
+    None: a key the schema lacks (:func:`unknown_key`); a key given twice where one of them
+    sweeps (Hydra keeps the last, silently dropping the other's values); a key of the
+    schema deleted (``~steps``); a true/false key given anything else (OmegaConf reads
+    ``eval.enabled=2`` as true)."""
+    if problem := unknown_key(arguments, schema):
+        return problem
+    try:
+        parsed = parse(arguments)
+    except HydraException:
+        return None
+    keys, flags = _schema_keys(schema), _bool_keys(schema)
+    seen: dict[str, Override] = {}
+    for override in parsed:
+        name = key(override)
+        text = override.input_line or name
+        if override.is_delete() and name in keys:
+            return (
+                f"{text} deletes {name}, which every job reads; set it instead ({name}=...), "
+                "to null where the key allows it."
+            )
+        if name in flags and not override.is_delete():
+            words = BOOL_WORDS if flags[name] else BOOL_WORDS[:2]
+            wrong = [v for v in sweep_values(override) if v.lower() not in words]
+            if wrong:
+                return (
+                    f"{text}: {name} is {' or '.join(words)}, not {wrong[0]}; write "
+                    f"{name}=true or {name}=false."
+                )
+        if (first := seen.get(name)) is not None and (
+            first.is_sweep_override() or override.is_sweep_override()
+        ):
+            both = f"{first.input_line} and {text}"
+            every = ",".join(dict.fromkeys([*sweep_values(first), *sweep_values(override)]))
+            return (
+                f"{name} is given twice ({both}); Hydra would keep only the last and drop the "
+                f"other's values: give it once, with every value, e.g. {name}={every}."
+            )
+        seen[name] = override
+    return None
+
+
+BOOL_WORDS = ("true", "false", "null")
+
+
+def _bool_keys(schema: type, prefix: str = "") -> dict[str, bool]:
+    """Every dotted key of a config dataclass that holds true or false -> whether it may
+    also be null."""
+    found: dict[str, bool] = {}
+    hints = typing.get_type_hints(schema)
+    for each in dataclasses.fields(schema):
+        kinds = _kinds(hints.get(each.name))
+        if kinds == [bool]:
+            found[prefix + each.name] = type(None) in typing.get_args(hints.get(each.name))
+        for kind in kinds:
+            if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+                for option in (kind, *_subclasses(kind)):
+                    found |= _bool_keys(option, f"{prefix}{each.name}.")
+    return found
+
+
 def key_hint(name: str, schema: type) -> str:
     """The nearest keys ``schema`` has to ``name`` ("did you mean steps?"), or where the keys
     are listed."""

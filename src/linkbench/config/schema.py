@@ -215,6 +215,27 @@ def own_target(option: type) -> str:
     return next(f.default for f in fields(option) if f.name == "_target_")  # type: ignore[return-value]
 
 
+MAX_SEED = 2**53
+"""A job's seed in size: a rank's seed, seed x 1000 + rank (linkbench.parts.data), then fits
+the 64-bit integer torch's generators take."""
+INT64 = 2**63
+
+
+def _check_integers(node: Any, prefix: str = "") -> None:
+    """Refuse an integer beyond 64 bits anywhere in the config (torch, numpy and the C++
+    underneath take none), naming its key, before any rank starts."""
+    for each in fields(node):
+        value = getattr(node, each.name)
+        if hasattr(value, "__dataclass_fields__"):
+            _check_integers(value, f"{prefix}{each.name}.")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            require(
+                -INT64 <= value < INT64,
+                f"{prefix}{each.name}={value} is beyond a 64-bit integer; give a number "
+                "that fits (below 9,223,372,036,854,775,808 in size).",
+            )
+
+
 @dataclass
 class Config:
     """A whole job. Top-level keys are the ones users sweep most."""
@@ -337,6 +358,12 @@ class Config:
         (``steps`` set): each field's own range is checked when the config is built."""
         assert self.steps is not None, "the plan sets steps before it checks the config"
         assert self.untimed_steps is not None, "and untimed_steps"
+        _check_integers(self)
+        require(
+            abs(self.seed) < MAX_SEED,
+            f"seed={self.seed} is too large: each rank's seed is seed x 1000 + rank, a 64-bit "
+            f"number; give a seed below {MAX_SEED:,} in size, e.g. seed=1.",
+        )
         require(
             0 <= self.untimed_steps < self.steps,
             f"untimed_steps={self.untimed_steps} must be at least 0 and below "

@@ -209,6 +209,8 @@ class SweepSummary(Callback):
 
 def unwritable_reason(directory: Path) -> str | None:
     """Why ``directory`` cannot be created or written, or None when it can."""
+    if problem := _name_problem(directory):
+        return problem
     existing = directory
     while not existing.exists():
         if existing.parent == existing:
@@ -228,6 +230,35 @@ def unwritable_reason(directory: Path) -> str | None:
         with contextlib.suppress(OSError):
             made_here.rmdir()
     return None
+
+
+NAME_MAX, PATH_MAX = 255, 4096  # Linux's limits in bytes (limits.h), where pathconf says none
+
+
+def _name_problem(directory: Path) -> str | None:
+    """A part of ``directory`` longer than a name may be, or a path longer than the system
+    takes (each in bytes), said as such; None where every length is within its limit."""
+    nearest = next((p for p in directory.parents if _exists(p)), Path("/"))
+    try:
+        name_max = os.pathconf(nearest, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = NAME_MAX
+    for part in directory.parts:
+        if len(part.encode()) > name_max:
+            return (
+                f"its folder name {part[:24]}... is {len(part.encode())} bytes, more than the "
+                f"{name_max} a name may have on this file system"
+            )
+    if len(str(directory).encode()) >= PATH_MAX:
+        return f"its path is {len(str(directory).encode())} bytes, more than {PATH_MAX - 1}"
+    return None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a part too long, a loop: not a place to ask
+        return False
 
 
 class OutputDirCheck(Callback):

@@ -87,8 +87,10 @@ class MemoryWatch:
                         self.peak_bytes[pid] = max(peak, self.peak_bytes.get(pid, 0))
 
     def killed_note(self, pid: int | None, batch: int) -> str:
-        """What the watch knows of a rank that SIGKILL ended: most likely the kernel's
-        out-of-memory killer, its peak memory, and what to lower."""
+        """What the watch knows of a rank that SIGKILL ended, from evidence only: the
+        cgroup's count of out-of-memory kills (and the kernel's log, where readable), and
+        the rank's peak memory against what the job may use. Lowering the batch is advised
+        only where memory ran out."""
         total = memory_limit_bytes()
         peak = self.peak_bytes.get(pid) if pid is not None else None
         held = (
@@ -98,9 +100,55 @@ class MemoryWatch:
             if peak
             else "its memory was not seen"
         )
-        if self.oom_kills:
-            who = f"the kernel's out-of-memory killer ended it ({self.oom_kills} OOM kill(s) "
-            who += "counted in this cgroup during the job)"
-        else:
-            who = "most likely the kernel's out-of-memory killer (or kill -9 from outside)"
-        return f"{who}; {held}, at batch={batch} per rank; lower batch, or use fewer ranks"
+        lower = f"at batch={batch} per rank; lower batch, or use fewer ranks"
+        logged = pid is not None and killed_in_kernel_log(pid)
+        if self.oom_kills or logged:
+            who = "the kernel's out-of-memory killer ended it (" + (
+                f"{self.oom_kills} OOM kill(s) counted in this cgroup during the job)"
+                if self.oom_kills
+                else "its log says so)"
+            )
+            return f"{who}; {held}, {lower}"
+        near = bool(peak and total and peak >= NEAR_LIMIT * total)
+        if self.oom_kills == 0:
+            return (
+                f"not the out-of-memory killer, by the evidence: this cgroup counted no OOM "
+                f"kill during the job and {held}; something outside sent it SIGKILL (kill "
+                "-9, a job scheduler, a watchdog)"
+            )
+        if near:
+            near_limit = "perhaps the out-of-memory killer (its memory was near the limit)"
+            return f"{near_limit}; {held}, {lower}"
+        return (
+            f"the kernel's OOM count cannot be read here and {held}, so nothing shows it ran "
+            "out of memory; something outside may have sent it SIGKILL (kill -9, a job "
+            "scheduler)"
+        )
+
+
+NEAR_LIMIT = 0.9  # a peak this close to the job's memory limit makes running out plausible
+
+
+def killed_in_kernel_log(pid: int) -> bool:
+    """Whether the kernel's log (``/dev/kmsg``, readable by root) holds an out-of-memory kill
+    of ``pid``; False where it cannot be read."""
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    marks = (f"Killed process {pid} ", f",pid={pid},")
+    try:
+        while True:
+            try:
+                record = os.read(fd, 8192).decode(errors="replace")
+            except BlockingIOError:  # the log's end
+                return False
+            except OSError:  # a record overwritten while reading (EPIPE): read on
+                continue
+            lowered = record.lower()
+            if ("oom" in lowered or "out of memory" in lowered) and any(
+                mark in record for mark in marks
+            ):
+                return True
+    finally:
+        os.close(fd)

@@ -142,13 +142,24 @@ def check_values(swept: dict[str, list[str]]) -> None:
                 f"{name} is swept over no value, so the sweep would run nothing; give it at "
                 f"least one (e.g. {name}=8,16)."
             )
-        twice = sorted({v for v in values if values.count(v) > 1})
+        same = [_same(v) for v in values]
+        twice = [v for v, s in zip(values, same, strict=True) if same.count(s) > 1]
         if twice:
+            spelt = " and ".join(dict.fromkeys(t for t in twice if _same(t) == _same(twice[0])))
+            also = f" (as {spelt})" if " and " in spelt else ""
             raise ConfigError(
-                f"{name}={','.join(values)} names {name}={twice[0]} more than once: a "
+                f"{name}={','.join(values)} names {name}={twice[0]} more than once{also}: a "
                 "configuration runs once per round (its rounds are its repeats); remove "
                 "the repeated value."
             )
+
+
+def _same(value: str) -> Any:
+    """A swept value as the config reads it: 08, 8 and 8.0 are one number."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
 
 
 def check_axis(swept: dict[str, list[str]], axis: Any, baseline: Any) -> None:

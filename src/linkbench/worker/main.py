@@ -113,9 +113,12 @@ class HardwareDescription:
         return self._result
 
 
-# How much more readily the kernel's out-of-memory killer picks a rank than other processes
-# of its size (oom_score_adj, from -1000 to 1000).
-OOM_SCORE_ADJ = 500
+# How readily the kernel's out-of-memory killer picks a rank (oom_score_adj, -1000 to 1000).
+# It kills the process of the highest badness, its memory plus adj/1000 of the memory it may
+# use (the cgroup's limit, or the machine's): at 1000 a rank scores above any process of
+# adjustment 0 under the same limit, the launcher however large its torch (Linux's
+# mm/oom_kill.c, oom_badness()).
+OOM_SCORE_ADJ = 1000
 
 
 def _first_to_go_when_memory_runs_out() -> None:
