@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from linkbench.config import hydra_errors
 from linkbench.config.overrides import argument_problem, command_line_overrides
-from linkbench.config.registry import register
+from linkbench.config.registry import group_names, register
 from linkbench.config.schema import Config
 from linkbench.errors import ConfigError, refuse
 
@@ -34,7 +34,7 @@ if __name__ == "__main__":
     arguments = command_line_overrides(sys.argv[1:])
     hydra_errors.install(arguments)  # Hydra's own errors on bad input: one sentence each
     try:  # before Hydra, whose hint would say "+key" and whose last override wins
-        problem = argument_problem(arguments, Config)
+        problem = argument_problem(arguments, Config, group_names())
     except ConfigError as error:  # a sweep Hydra's sweeper cannot expand
         problem = str(error)
     if problem:

@@ -269,6 +269,34 @@ CASES: list[Case] = [
         "hydra.sweep.dir=/tmp/" + "z" * 260 + "/sweep",
     ),
     _c("its path is", "hydra.run.dir=/tmp/" + "/".join(["y" * 200] * 21)),
+    # Settings a task that trains nothing would accept and ignore (issue 48).
+    _c(
+        "strategy/comm_hook=fp16 applies to a job that trains",
+        "task=allreduce",
+        "strategy/comm_hook=fp16",
+    ),
+    _c("batch=8 applies to a job that trains", "-m", "task=allreduce", "batch=8,16"),
+    _c("precision=bf16 applies to a job that trains", "task=allreduce", "precision=bf16"),
+    _c("eval.enabled=true applies to a job that trains", "task=allreduce", "eval.enabled=true"),
+    _c(
+        "model=gpt applies to a job that trains",
+        "-m",
+        "task=allreduce",
+        "interconnect=nvlink,pcie",
+        "model=gpt",
+    ),
+    # A list where one option, or keys, belong.
+    _c("gives the group model a list", "model=[tiny,gpt]"),
+    _c("gives the group ddp a list", "ddp=[1]"),
+    _c("gives the group strategy/comm_hook a list", "strategy/comm_hook=[fp16,bf16]"),
+    _c("eval holds keys", "eval=[1]"),
+    _c("debug holds keys", "debug=[]"),
+    # Config files of the user's own that say something other than they mean.
+    _c("this config chooses no model", "--config-dir", "{broken}", "--config-name", "mine"),
+    _c(
+        "does not start with `# @package _global_`", "--config-dir", "{broken}", "+experiment=nohdr"
+    ),
+    _c("--config-path /nonexistent/conf is not a folder", "--config-path", "/nonexistent/conf"),
     # Data the plan can read but the ranks could not use.
     _c("hold no image", "data=imagefolder", "data.root={emptyclass}"),
     _c("does not open as an image", "data=imagefolder", "data.root={badimage}"),
@@ -314,6 +342,9 @@ def outcome(case: Case, tmp: Path, env: dict[str, str]) -> Outcome:
     broken.mkdir(parents=True, exist_ok=True)
     (broken / "broken").mkdir(exist_ok=True)
     (broken / "broken" / "bad.yaml").write_text(BROKEN_YAML)
+    (broken / "mine.yaml").write_text("batch: 8\nsteps: 5\n")  # a primary config, no defaults
+    (broken / "experiment").mkdir(exist_ok=True)
+    (broken / "experiment" / "nohdr.yaml").write_text("batch: 8\n")  # no @package line
     args = [a.replace("{broken}", str(broken)) for a in case.args]
     for name, folder in _data_folders(tmp).items():
         args = [a.replace(f"{{{name}}}", str(folder)) for a in args]

@@ -9,6 +9,7 @@ command-line cases also assert a non-zero exit within a time limit (never a hang
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import time
@@ -290,3 +291,108 @@ def test_keys_inside_a_dict_or_an_optional_dict_are_left_to_it():
     assert unknown_key([*known, "optimizer.kwargs.eps=1e-6"], Config) is None
     hint = "did you mean strategy.comm_hook.hook"
     assert hint in str(unknown_key(["strategy.comm_hook.hok=x"], Config))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        (["-m", "batch=8,16", "batch=32,64"], "batch is given twice"),
+        (["~steps"], "~steps deletes steps"),
+        (["eval.enabled=2"], "eval.enabled is true or false or null, not 2"),
+        (["-m", "compile=true,yes"], "compile is true or false, not yes"),
+        (["model=[tiny,gpt]"], "sweep them: -m model=tiny,gpt"),
+        (["ddp=[1]"], "gives the group ddp a list; a job takes one option of it: write ddp=1"),
+        (["strategy/comm_hook=[fp16]"], "gives the group strategy/comm_hook a list"),
+        (["eval=[1]"], "eval holds keys (batch, enabled, every_steps)"),
+        (["batch=8", "optimizer=adamw", "task.ops=[all_reduce]"], None),
+    ],
+)
+def test_arguments_that_cannot_mean_what_they_say_are_one_sentence(arguments, words):
+    """Before: ``model=[tiny,gpt]`` merged both options into one, ``ddp=[1]`` ended in a
+    traceback inside Hydra, ``eval=[1]`` in OmegaConf's "Cannot merge DictConfig with
+    ListConfig", ``eval.enabled=2`` ran with evaluation on."""
+    from linkbench.config.overrides import argument_problem
+    from linkbench.config.registry import group_names
+
+    problem = argument_problem([a for a in arguments if a != "-m"], Config, group_names())
+    if words is None:
+        assert problem is None
+    else:
+        assert problem is not None and words in problem, problem
+
+
+@pytest.mark.parametrize(
+    "given",
+    [["strategy/comm_hook=fp16"], ["batch=8"], ["precision=bf16"], ["eval.enabled=true"],
+     ["model=gpt"], ["data=digits"], ["compile=true"]],
+)  # fmt: skip
+def test_a_task_that_trains_nothing_refuses_training_settings(compose_config, tmp_path, given):
+    """Before: ``task=allreduce strategy/comm_hook=fp16`` ran and ignored the hook, so a
+    sweep over it compared two identical jobs."""
+    texts = ["task=allreduce", *given]
+    with pytest.raises(ConfigError, match=f"{given[0]} applies to a job that trains"):
+        plan_job(compose_config(texts), str(tmp_path), texts, CPU)
+    plain = ["task=allreduce", "task.iters=3", "seed=2", "dist_timeout_s=60"]
+    plan_job(compose_config(plain), str(tmp_path), plain, CPU)  # its own keys and the job's
+
+
+def test_data_the_ranks_could_not_read_is_refused_by_the_plan(compose_config, tmp_path):
+    """An image folder with a class folder of no image, one whose first image is not one,
+    held-out classes that are not the training ones; a CIFAR-10 folder with a file missing
+    or not CIFAR-10's (torchvision refuses it on every rank by its MD5)."""
+    from PIL import Image
+
+    def folder(name: str, files: dict[str, bytes | None]) -> Path:
+        root = tmp_path / name
+        for path, content in files.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            if content is None:
+                Image.new("RGB", (4, 4)).save(root / path)
+            else:
+                (root / path).write_bytes(content)
+        return root
+
+    good = {f"{c}/{i}.png": None for c in ("cat", "dog") for i in range(40)}
+    cases = {
+        "class folder(s) owl in": {**good, "owl/notes.txt": b"x"},
+        "does not open as an image": {**good, "cat/0.png": b"not a png"},
+        "different classes (dog, owl in one only)": {
+            **{f"train/{k}": v for k, v in good.items()}, "val/cat/0.png": None,
+            "val/owl/0.png": None,
+        },
+    }  # fmt: skip
+    for index, (words, files) in enumerate(cases.items()):
+        texts = ["data=imagefolder", f"data.root={folder(f'case{index}', files)}", "batch=4"]
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            plan_job(compose_config(texts), str(tmp_path), texts, CPU)
+    texts = ["data=imagefolder", f"data.root={folder('good', good)}", "batch=4"]
+    plan_job(compose_config(texts), str(tmp_path), texts, CPU)
+    batches = [f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)]
+    part = folder("part", {name: b"x" for name in batches[:2]})
+    texts = ["data=cifar10", f"data.root={part}"]
+    with pytest.raises(ConfigError, match="lacks data_batch_3, data_batch_4, data_batch_5, test"):
+        plan_job(compose_config(texts), str(tmp_path), texts, CPU)
+    whole = folder("whole", {name: b"x" for name in [*batches, "cifar-10-batches-py/test_batch"]})
+    texts = ["data=cifar10", f"data.root={whole}"]
+    with pytest.raises(ConfigError, match=re.escape("is not CIFAR-10's data_batch_1 (its MD5 is")):
+        plan_job(compose_config(texts), str(tmp_path), texts, CPU)
+
+
+def test_a_config_file_of_ones_own_that_means_otherwise_is_named_for_what_it_lacks(tmp_path):
+    """Before: a primary config without linkbench's defaults was "model._target_ is not set",
+    an experiment without its package line "experiment is not a key", a --config-path that
+    does not exist "--config-name  names no config" with the name blank."""
+    conf = tmp_path / "my_conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "mine.yaml").write_text("batch: 8\nsteps: 5\n")
+    (conf / "experiment" / "nohdr.yaml").write_text("batch: 8\n")
+    cases = {
+        ("--config-dir", str(conf), "--config-name", "mine"): "this config chooses no model",
+        ("--config-dir", str(conf), "+experiment=nohdr"): "+experiment=nohdr: experiment/"
+        "nohdr.yaml does not start with `# @package _global_`",
+        ("--config-path", str(tmp_path / "none")): f"--config-path {tmp_path / 'none'} is not a"
+        " folder that exists",
+    }
+    for args, sentence in cases.items():
+        done = _refused([*args, f"hydra.run.dir={tmp_path}/job"], sentence)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -121,6 +121,14 @@ def to_config(cfg: DictConfig | Mapping[str, Any]) -> Config:
         typed = OmegaConf.merge(schema, cfg)
         config = OmegaConf.to_object(typed)
     except MissingMandatoryValue as error:
+        group = str(error.full_key).split(".")[0]
+        if group not in cfg:  # a primary config of the user's own, without linkbench's defaults
+            raise ConfigError(
+                f"this config chooses no {group} (its defaults list names no {group} option); "
+                f"choose one ({group}=NAME), or keep your settings in an experiment, which "
+                "builds on linkbench's config: experiment/NAME.yaml starting with "
+                "`# @package _global_`, run with --config-dir and +experiment=NAME."
+            ) from None
         raise ConfigError(f"{error.full_key} is not set; add {error.full_key}=VALUE.") from None
     except ConfigKeyError as error:
         raise ConfigError(

@@ -54,6 +54,12 @@ def _near(name: str, choices: Iterable[str]) -> str:
 
 def _missing_config(error: MissingConfigException) -> str:
     missing = str(error.missing_cfg_file or "")
+    if match := re.search(r"config directory '(.*)' exists", str(error)):
+        return (
+            f"--config-path {match.group(1)} is not a folder that exists (a relative path is "
+            "read from run.py's folder); give it the folder that holds your config, or leave "
+            "it out for linkbench's own (conf/)."
+        )
     if error.options is None or "/" not in missing:
         return (
             f"--config-name {missing} names no config in the config path (linkbench's own is "
@@ -141,6 +147,22 @@ def _unknown_key(error: ConfigAttributeError | ConfigKeyError) -> str:
     ):
         return elsewhere
     return f"{key} is not a key {where}" + (near if near != "." else f"; {listing}.")
+
+
+def _experiment_package(
+    error: ConfigAttributeError | ConfigKeyError, arguments: list[str]
+) -> str | None:
+    """An experiment file without ``# @package _global_``: Hydra puts its keys under
+    ``experiment.``, which the schema lacks."""
+    if str(error.full_key or error.key or "").split(".")[0] != "experiment":
+        return None
+    given = next((a for a in arguments if a.lstrip("+").startswith("experiment=")), None)
+    name = given.split("=", 1)[1] if given else "NAME"
+    return (
+        f"{given or '+experiment=NAME'}: experiment/{name}.yaml does not start with "
+        "`# @package _global_`, so Hydra puts its keys under experiment. instead of the "
+        "config's top; make that its first line, as experiments/experiment/*.yaml do."
+    )
 
 
 def _option_named(group: str, node: Any) -> str | None:
@@ -247,7 +269,7 @@ def sentence(error: BaseException, arguments: list[str] | None = None) -> str | 
         if isinstance(cause, ValidationError):
             return _invalid_value(cause, override)
         if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
-            return _unknown_key(cause)
+            return _experiment_package(cause, arguments or []) or _unknown_key(cause)
         if isinstance(cause, OmegaConfBaseException):
             return _omegaconf(cause)
         return message.splitlines()[0]

@@ -174,12 +174,14 @@ def unknown_key(arguments: list[str], schema: type) -> str | None:
     return None
 
 
-def argument_problem(arguments: list[str], schema: type) -> str | None:
+def argument_problem(arguments: list[str], schema: type, groups: set[str]) -> str | None:
     """One sentence for the first command-line override that cannot mean what it says, or
     None: a key the schema lacks (:func:`unknown_key`); a key given twice where one of them
     sweeps (Hydra keeps the last, silently dropping the other's values); a key of the
     schema deleted (``~steps``); a true/false key given anything else (OmegaConf reads
-    ``eval.enabled=2`` as true)."""
+    ``eval.enabled=2`` as true); a list given to a config group of ``groups`` (Hydra
+    merges the options listed into one, or fails inside itself) or to a key that holds
+    keys (``eval=[1]``)."""
     if problem := unknown_key(arguments, schema):
         return problem
     try:
@@ -191,6 +193,8 @@ def argument_problem(arguments: list[str], schema: type) -> str | None:
     for override in parsed:
         name = key(override)
         text = override.input_line or name
+        if problem := _list_problem(override, name, text, keys, groups):
+            return problem
         if override.is_delete() and name in keys:
             return (
                 f"{text} deletes {name}, which every job reads; set it instead ({name}=...), "
@@ -218,6 +222,30 @@ def argument_problem(arguments: list[str], schema: type) -> str | None:
 
 
 BOOL_WORDS = ("true", "false", "null")
+
+
+def _list_problem(
+    override: Override, name: str, text: str, keys: dict[str, bool], groups: set[str]
+) -> str | None:
+    """Why a list given to a group or to a key that holds keys cannot mean what it says."""
+    if override.is_delete() or override.is_sweep_override():
+        return None
+    value = override.value()
+    if not isinstance(value, list):
+        return None
+    listed = ",".join(str(v) for v in value)
+    if name in groups:
+        one = f"a job takes one option of it: write {name}={value[0] if value else 'NAME'}"
+        sweep = f"; to compare them, sweep them: -m {name}={listed}" if len(value) > 1 else ""
+        return f"{text} gives the group {name} a list; {one}{sweep}."
+    inside = sorted(k.removeprefix(f"{name}.") for k in keys if k.startswith(f"{name}."))
+    if inside and "." not in inside[0]:
+        shown = ", ".join(k for k in inside if "." not in k)
+        return (
+            f"{text} gives {name} a list, and {name} holds keys ({shown}); set them one at a "
+            f"time, e.g. {name}.{inside[0]}=..."
+        )
+    return None
 
 
 def _bool_keys(schema: type, prefix: str = "") -> dict[str, bool]:

@@ -41,7 +41,7 @@ from linkbench.config.overrides import JobOverrides
 from linkbench.config.registry import AUTO
 from linkbench.config.runtime import PartsCheck, PartsFacts, Runtime, RuntimeOf
 from linkbench.config.scaling import LrSchedule, scaled_lr
-from linkbench.config.schema import Config, TaskSpec
+from linkbench.config.schema import Config, TaskSpec, training_only
 from linkbench.errors import ConfigError
 from linkbench.files import COMPILE_CACHE_DIR, LOG_DIR, CheckpointFound
 from linkbench.link.emulated import LinkSpec, arm_override_problem, rate_problem
@@ -473,6 +473,12 @@ def _memory_note(
     )
 
 
+def _given_text(given: JobOverrides, name: str) -> str:
+    """The override that set ``name`` as the user typed it (``name`` where none did)."""
+    texts = [t for t in given.texts if t.lstrip("+~").split("=", 1)[0] == name]
+    return texts[0] if texts else name
+
+
 def _fix(have: float, fixed: int, per_sample: float) -> str:
     """What to lower where a rank has ``have`` bytes: the batch that might fit, or the model."""
     fits = int((have - fixed) // per_sample) if per_sample > 0 else 0
@@ -530,6 +536,13 @@ def make_plan(
     strategy = config.strategy.resolve(config, nodes or nnodes, layout.data)
     config = dataclasses.replace(config, strategy=strategy)
     task = config.task.spec()
+    unused = [] if task.trains else training_only([*given.settings, *given.values])
+    require(
+        not unused,
+        f"{_given_text(given, unused[0] if unused else '')} applies to a job that trains "
+        f"(task=train), and task={config.task.name} trains no model: it would be accepted "
+        "and change nothing; remove it, or run task=train.",
+    )
     config = dataclasses.replace(config, task=config.task.resolve(device_type))
     runtime = runtime_of(config) if runtime_of is not None else None
     global_batch = config.batch * layout.data

@@ -20,6 +20,9 @@ from linkbench.config.strategies import STRATEGIES
 from linkbench.config.tasks import TASKS
 from linkbench.errors import ConfigError
 
+# The checkout this package was installed from (``pip install -e``): run.py and conf/.
+CHECKOUT = Path(__file__).resolve().parents[3]
+
 
 def options() -> dict[str, dict[str, type]]:
     """The options of the groups whose options are dataclasses of their own: group -> name
@@ -27,6 +30,21 @@ def options() -> dict[str, dict[str, type]]:
     :mod:`.data`, and the interconnect's with settings of their own,
     :data:`~linkbench.config.groups.INTERCONNECTS`)."""
     return {"task": TASKS, "strategy": STRATEGIES, "data": DATA, "interconnect": INTERCONNECTS}
+
+
+def group_names(project_root: Path = CHECKOUT) -> set[str]:
+    """Every config group a command line may choose an option of: conf/'s folders, the
+    groups of dataclass options, and the groups options have of their own
+    (``strategy/comm_hook``)."""
+    conf = project_root / "conf"
+    folders = {p.relative_to(conf).as_posix() for p in conf.rglob("*") if p.is_dir()}
+    own = {
+        f"{group}/{name}"
+        for group, named in options().items()
+        for option in named.values()
+        for name in getattr(option, "groups", {})
+    }
+    return folders | set(options()) | own
 
 
 def register_schema() -> None:
@@ -55,8 +73,6 @@ AUTO_OPTIONS = {
     True: {"model": "resnet50", "precision": "bf16"},
 }
 AUTO = "auto"
-# The checkout this package was installed from (``pip install -e``): run.py and conf/.
-_CHECKOUT = Path(__file__).resolve().parents[3]
 _auto_nodes: dict[tuple[str, str], DictConfig] = {}  # (group, option): its YAML, by register
 
 
@@ -69,8 +85,8 @@ def auto_options(cuda_devices: int) -> dict[str, str]:
 def auto_node(group: str, option: str) -> DictConfig:
     """An option ``auto`` may stand for (or ``auto`` itself), as composing it would give: its
     YAML (registered by :func:`register`) over its group's dataclass."""
-    if (group, option) not in _auto_nodes and (_CHECKOUT / "conf").is_dir():
-        register(_CHECKOUT)  # a process of a launcher's own (submitit's): run.py did not run
+    if (group, option) not in _auto_nodes and (CHECKOUT / "conf").is_dir():
+        register(CHECKOUT)  # a process of a launcher's own (submitit's): run.py did not run
     if (group, option) not in _auto_nodes:
         raise ConfigError(
             f"{group}=auto is chosen by the plan from conf/{group}/, which was not registered; "

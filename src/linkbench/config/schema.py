@@ -21,6 +21,7 @@ communication hook) are named by Hydra's ``_target_`` and built with ``hydra.uti
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Protocol
 
@@ -156,8 +157,26 @@ class TaskSpec(Protocol):
     def check(self, config: Config, device_type: str, notes: list[str]) -> None: ...
 
 
+# What only a job that trains reads: its groups and keys (a key under one of them too). A
+# task that does not train refuses them given on the command line, where they would
+# otherwise be accepted and do nothing (two arms of a sweep the same job).
+TRAINING_ONLY = (
+    "model", "optimizer", "data", "scaling", "precision", "strategy", "comm_hook", "ddp",
+    "eval", "checkpoint", "batch", "base_lr", "epochs", "samples", "compile", "compile_mode",
+    "cuda_graphs", "cudnn_benchmark",
+)  # fmt: skip
+
+
+def training_only(keys: Iterable[str]) -> list[str]:
+    """The keys of ``keys`` that only a job that trains reads (:data:`TRAINING_ONLY`)."""
+    return [
+        k for k in keys if any(k == t or k.startswith((f"{t}.", f"{t}/")) for t in TRAINING_ONLY)
+    ]
+
+
 def note_untrained(trains: bool, config: Config, notes: list[str]) -> None:
-    """The note every task that does not train gets for training-only switches."""
+    """The note every task that does not train gets for training-only switches (set by an
+    experiment or a config file: given on the command line, the plan refuses them)."""
     if not trains and (config.compile or config.cuda_graphs):
         notes.append(f"compile and cuda_graphs apply to task=train, not task={config.task.name}.")
 
