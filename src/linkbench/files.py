@@ -78,6 +78,35 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
         return None
 
 
+class DamagedRecord(ValueError):
+    """A record a sweep wrote is there but cannot be read; the message says which and what
+    to do."""
+
+
+def read_rounds(sweep_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """An adaptive sweep's rounds.json, or None where the sweep wrote none (fixed rounds);
+    DamagedRecord where it is there and cut short or not a JSON object, since read as
+    absent it would turn an adaptive sweep's intervals into fixed rounds' without a word."""
+    path = Path(sweep_dir) / ROUNDS_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        why = f"cut short or not JSON ({error.msg} at line {error.lineno})"
+    else:
+        if isinstance(record, dict):
+            return record
+        why = "not a JSON object"
+    raise DamagedRecord(
+        f"{path} is {why}, so this adaptive sweep's design and verdicts cannot be read; "
+        "restore it from a copy, or delete it to read the sweep as fixed rounds (its "
+        "intervals then ignore the looks it took)."
+    )
+
+
 def trace_path(job_dir: str | os.PathLike, rank: int) -> Path:
     """Where rank ``rank`` of a job writes its trace (one of :data:`TRACE_FILES`)."""
     return Path(job_dir) / TRACE_DIR / f"rank{rank}.json.gz"

@@ -234,7 +234,7 @@ def table(rows: list[LinkRow]) -> list[str]:
     ]
     for r in rows:
         s = r.step_ms
-        step = f"{s.mean:.1f} [{s.low:.1f}, {s.high:.1f}]" if s.runs > 1 else f"{s.mean:.1f}"
+        step = f"{s.mean:.1f} [{s.low:.1f}, {s.high:.1f}]" if s.has_interval else f"{s.mean:.1f}"
         nodes = r.nodes or r.world_size
         seen = f"{r.uplink_seen / 1e6:.3f}" if r.uplink_seen is not None else ""
         node_bw = f"{r.node_busbw_gb_s:.3f}" if r.node_busbw_gb_s else ""

@@ -43,7 +43,10 @@ def plotted() -> list[Metric]:
 
 
 def _errors(means: list[Mean]) -> list[list[float]]:
-    return [[m.mean - m.low for m in means], [m.high - m.mean for m in means]]
+    return [
+        [m.mean - m.low if m.has_interval else 0.0 for m in means],
+        [m.high - m.mean if m.has_interval else 0.0 for m in means],
+    ]
 
 
 def _save(figure: Figure, path: Path) -> Path:

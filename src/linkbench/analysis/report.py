@@ -70,10 +70,10 @@ from linkbench.analysis.verdict_lines import (
 from linkbench.files import (
     MULTIRUN_FILE,
     RESULT_FILE,
-    ROUNDS_FILE,
     SUMMARY_CSV,
     SUMMARY_MD,
-    read_json,
+    DamagedRecord,
+    read_rounds,
     replace_atomically,
 )
 from linkbench.metrics import table
@@ -226,8 +226,8 @@ def configuration_rows(
                 "task": config.first("task") or "train",
                 "runs": len(config.values(key)),
                 key: mean and mean.mean,
-                f"{key}_low": mean and mean.low,
-                f"{key}_high": mean and mean.high,
+                f"{key}_low": mean.low if mean and mean.has_interval else None,
+                f"{key}_high": mean.high if mean and mean.has_interval else None,
                 **{m.name: _mean_of(config, m.name) for m in table() if m.column and m.name != key},
                 "comm_exposed_mark": marks(config).strip(" ()") or None,
                 "transport": transport.get("transport"),
@@ -284,7 +284,7 @@ def write_summary(
     scaling = scaling_rows(configs) if "devices" in keys else []
     rows = configuration_rows(keys, configs, comparisons, scaling)
     columns = list(dict.fromkeys(c for row in rows for c in row))
-    rounds = (read_json(sweep_dir / ROUNDS_FILE) or {}) if own else None
+    rounds = (read_rounds(sweep_dir) or {}) if own else None
     text = markdown(sweep_dir, found, scaling, margin, tolerance, design, rounds, unreadable)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _run(args, parser)
-    except UnknownLayout as error:
+    except (UnknownLayout, DamagedRecord) as error:
         print(error, file=sys.stderr)
         return 2
 

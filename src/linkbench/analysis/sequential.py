@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from linkbench.files import ROUNDS_FILE, read_json
+from linkbench.files import read_rounds
 from linkbench.sweep_defaults import DEFAULT_SPENDING
 
 SPENDING = ("obrien_fleming", "pocock", "hwang_shih_decani(GAMMA)")
@@ -239,7 +239,7 @@ def chance_to_decide(
 
 def sweep_design(sweep_dir: Path) -> Design | None:
     """The design an adaptive sweep recorded in its rounds.json; None for fixed rounds."""
-    record = read_json(sweep_dir / ROUNDS_FILE)
+    record = read_rounds(sweep_dir)
     if not record or record.get("rule") != "adaptive":
         return None
     return Design(

@@ -43,6 +43,8 @@ from typing import TypedDict, Unpack
 from linkbench.analysis.sequential import Design
 
 CONFIDENCE = 0.95
+MIN_INTERVAL_RUNS = 3
+"""Runs a mean needs for its interval to be shown (:attr:`Mean.has_interval`)."""
 DEFAULT_MARGIN = 0.02
 MAX_EXPONENT = math.log(1.7e308)  # the largest x whose e**x is a float
 VERDICTS = ("faster", "slower", "equal", "inconclusive")
@@ -83,6 +85,14 @@ class Mean:
     low: float
     high: float
     runs: int
+
+    @property
+    def has_interval(self) -> bool:
+        """Whether the interval says something: from :data:`MIN_INTERVAL_RUNS` runs on, and
+        finite. Two runs give a t-interval of one degree of freedom, 12.7 standard errors
+        wide each way, which says only that there were two; every place that shows a
+        mean shows its interval only where this holds."""
+        return self.runs >= MIN_INTERVAL_RUNS and math.isfinite(self.low + self.high)
 
 
 def _t(df: float, confidence: float = CONFIDENCE) -> float:

@@ -158,7 +158,7 @@ def convergence_table(configs: list[Configuration], tolerance: float) -> list[st
         "|---|---:|---|---:|",
     ]
     for config, m in scored:
-        shown = f"{m.mean:.2%} [{m.low:.2%}, {m.high:.2%}]" if m.runs > 1 else f"{m.mean:.2%}"
+        shown = f"{m.mean:.2%} [{m.low:.2%}, {m.high:.2%}]" if m.has_interval else f"{m.mean:.2%}"
         out.append(f"| {config.label()} | {global_batch(config)} | {shown} | {m.runs} |")
     judged = rules([c for c, _ in scored], tolerance)
     if not judged:

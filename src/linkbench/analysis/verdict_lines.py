@@ -9,7 +9,7 @@ from typing import Any
 
 from linkbench.analysis.compare import ACCURACY_MARGIN, Comparison
 from linkbench.analysis.emulated import RATE_KEY, link_settings
-from linkbench.analysis.stats import Interval, Mean
+from linkbench.analysis.stats import MIN_INTERVAL_RUNS, Interval, Mean
 from linkbench.analysis.sweep import Configuration
 from linkbench.result import JobResult
 
@@ -18,15 +18,10 @@ def span(interval: Interval) -> str:
     return f"{interval.estimate:.3f}x [{interval.low:.3f}, {interval.high:.3f}]"
 
 
-MIN_INTERVAL_RUNS = 3
-"""Runs a mean needs for the summary to print its interval: two give a t-interval with one
-degree of freedom, 12.7 standard errors wide each way, which says only that there were two."""
-
-
 def mean_text(mean: Mean | None, unit: str) -> str:
     if mean is None:
         return "no completed run"
-    if mean.runs < MIN_INTERVAL_RUNS or not math.isfinite(mean.low + mean.high):
+    if not mean.has_interval:
         runs = "1 run" if mean.runs == 1 else f"{mean.runs} runs"
         return (
             f"{mean.mean:,.1f} {unit} ({runs}: too few for an interval; use repeats="

@@ -43,7 +43,7 @@ from linkbench.analysis.sweep import Configuration, load_sweep
 from linkbench.config.hydra_errors import sentence
 from linkbench.config.overrides import key, override_texts, parse, settings
 from linkbench.errors import ConfigError
-from linkbench.files import ROUNDS_FILE, read_json, write_json
+from linkbench.files import ROUNDS_FILE, DamagedRecord, read_rounds, write_json
 from linkbench.result import JobResult
 from linkbench.sweep_defaults import (
     AUTO,
@@ -317,7 +317,10 @@ class AdaptiveRounds:
         # A resumed sweep runs its rounds again from the first (their completed jobs are
         # skipped) and may decide sooner: what rounds.json says of rounds it did not reach
         # stays, so the record only grows.
-        earlier = (read_json(sweep_dir / ROUNDS_FILE) or {}) if resume else {}
+        try:
+            earlier = (read_rounds(sweep_dir) or {}) if resume else {}
+        except DamagedRecord as error:
+            raise ConfigError(f"resume=true: {error}") from None
         self.earlier: list[dict[str, Any]] = list(earlier.get("rounds") or [])
         self.failures: dict[int, int] = {}  # index of a job in ``jobs`` -> rounds it failed
 

@@ -1,0 +1,73 @@
+"""An adaptive sweep's rounds.json cut short is said, not read as absent: read as absent, the
+report would judge the sweep as fixed rounds (intervals that ignore its looks) without a word,
+and a resumed sweep would forget the rounds it had run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from linkbench.analysis.report import main as report_main
+from linkbench.errors import ConfigError
+from linkbench.files import ROUNDS_FILE, SUMMARY_MD
+
+from .fakes import fake_job
+
+
+def _sweep(tmp_path, rounds_text: str):
+    for round_ in range(3):
+        for arm, value in (("nvlink", 1400), ("pcie", 1000)):
+            fake_job(tmp_path, [f"interconnect={arm}"], [value + round_], round_=round_)
+    (tmp_path / ROUNDS_FILE).write_text(rounds_text)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [('{"rule": "adaptive", "max_rounds": 8, "rou', "cut short or not JSON"),
+     ("[1, 2]", "not a JSON object")],
+)  # fmt: skip
+def test_the_report_refuses_a_damaged_rounds_json_in_one_sentence(tmp_path, capsys, text, why):
+    _sweep(tmp_path, text)
+    assert report_main([str(tmp_path)]) == 2
+    said = capsys.readouterr().err.strip()
+    assert len(said.splitlines()) == 1 and why in said and str(tmp_path / ROUNDS_FILE) in said
+    assert not (tmp_path / SUMMARY_MD).exists(), "no summary that reads the sweep otherwise"
+
+
+def test_a_whole_rounds_json_is_read_and_none_is_fixed_rounds(tmp_path):
+    record = {"rule": "adaptive", "max_rounds": 8, "min_rounds": 2, "rounds": []}
+    _sweep(tmp_path, json.dumps(record))
+    assert report_main([str(tmp_path)]) == 0
+    assert "adaptive" in (tmp_path / SUMMARY_MD).read_text()
+    (tmp_path / ROUNDS_FILE).unlink()
+    assert report_main([str(tmp_path)]) == 0
+
+
+def test_a_resumed_sweep_refuses_a_damaged_rounds_json(tmp_path):
+    from linkbench.analysis.sequential import Design
+    from linkbench.launcher.sweeper import AdaptiveRounds
+
+    (tmp_path / ROUNDS_FILE).write_text('{"rule": "adaptive", "rounds": [{"jobs": 2')
+    with pytest.raises(ConfigError, match=r"resume=true: .*rounds\.json is cut short"):
+        AdaptiveRounds([["batch=8"], ["batch=16"]], tmp_path, Design(8), resume=True)
+    AdaptiveRounds([["batch=8"], ["batch=16"]], tmp_path, Design(8), resume=False)  # a new one
+
+
+def test_two_runs_show_no_interval_anywhere_a_mean_is_shown(tmp_path):
+    """Before: the summary's configurations said "too few for an interval" but summary.csv
+    and the other tables printed two runs' t-interval ([0.276, 1,003,132] samples/s)."""
+    import csv
+
+    from linkbench.analysis.stats import mean_interval
+
+    for round_ in range(2):
+        for arm, value in (("nvlink", 1400), ("pcie", 1000)):
+            fake_job(tmp_path, [f"interconnect={arm}"], [value + 300 * round_], round_=round_)
+    assert report_main([str(tmp_path)]) == 0
+    rows = list(csv.DictReader((tmp_path / "summary.csv").open()))
+    assert rows and all(r["samples_per_sec"] for r in rows)
+    assert all(not r["samples_per_sec_low"] and not r["samples_per_sec_high"] for r in rows)
+    assert "too few for an interval" in (tmp_path / SUMMARY_MD).read_text()
+    assert not mean_interval([1.0, 2.0]).has_interval
+    assert mean_interval([1.0, 2.0, 1.5]).has_interval
