@@ -5,15 +5,22 @@ BIN := $(VENV)/bin
 # torch and torchvision are installed first, pinned; override for another build, e.g.
 # make run TORCH="torch torchvision --index-url https://download.pytorch.org/whl/cpu"
 TORCH ?= torch==2.14.1 torchvision==0.29.1
+# One retry of 30 s per connection, not pip's five with back-off: an index that cannot be
+# reached is said in about a minute.
+PIP_NET ?= --retries 1 --timeout 30
 ARGS ?=
 
 .PHONY: run test test-gpu lint format clean browser
 
 $(BIN)/linkbench-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	@echo "make: installing $(TORCH) into $(VENV) (from PyPI the CUDA build, about 3 GB; minutes)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(TORCH)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet $(PIP_NET) $(TORCH) || { echo "make: pip could not \
+	install $(TORCH) (above: why); if its index cannot be reached from here, give TORCH= \
+	one that can (README: Start here)" >&2; exit 1; }
+	@echo "make: installing linkbench and its test tools (-e '.[dev]')"
+	$(BIN)/python -m pip install --quiet $(PIP_NET) -e '.[dev]'
 	touch $@
 
 run: $(BIN)/linkbench-installed

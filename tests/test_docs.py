@@ -102,3 +102,44 @@ def test_every_relative_link_points_at_a_file():
     for page in PAGES:
         for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / link).exists(), f"{page.name} links to a missing {link}"
+
+
+def test_the_readmes_default_job_prints_the_losses_it_shows(tmp_path):
+    """The README shows the default job's console; its losses are a seeded CPU run's, the
+    same on every run of this torch, so they are checked, not only its shape (before: the
+    README showed a held-out loss the job no longer printed)."""
+    from .conftest import run_cli
+
+    readme = (REPO / "README.md").read_text()
+    shown = dict(re.findall(r"INFO step (\d+)/100  loss (\d+\.\d+)", readme))
+    final = re.search(r"final loss (\d+\.\d+) -> outputs/run", readme)
+    assert len(shown) >= 2 and final, "the README shows the default job's steps and final loss"
+    done = run_cli([f"hydra.run.dir={tmp_path / 'job'}"], timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = dict(re.findall(r"step (\d+)/100\s+loss (\d+\.\d+)", done.stdout + done.stderr))
+    assert {step: printed.get(step) for step in shown} == shown
+    assert f"final loss {final.group(1)} ->" in done.stdout + done.stderr
+
+
+def test_conf_readme_names_every_option_that_is_not_a_file_there():
+    """A newcomer browsing conf/ finds every option: those stored from Python (task,
+    strategy, data, interconnect=emulated, model=auto, precision=auto) are named in
+    conf/README.md with where they are defined."""
+    from hydra.core.config_store import ConfigStore
+
+    from linkbench.config.registry import register
+
+    register(REPO)
+    readme = (REPO / "conf" / "README.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in readme.splitlines() if line[:3] == "| `"}
+    stored = [
+        (group, name.removesuffix(".yaml"))
+        for group, named in ConfigStore.instance().repo.items()
+        if isinstance(named, dict) and group != "hydra"
+        for name in named
+    ]
+    assert len(stored) >= 15
+    for group, name in stored:
+        row = next((line for key, line in rows.items() if f"`{group}`" in key), "")
+        assert f"`{name}`" in row, f"conf/README.md does not name {group}={name}"
+        assert not (REPO / "conf" / group / f"{name}.yaml").exists()
