@@ -21,7 +21,16 @@ from .conftest import REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 EIGHT_GPUS = Machine(cuda_devices=8, cpu_cores=128)
 # Commands that need something only the reader has: a job or sweep directory, their folder.
-PLACEHOLDERS = ("<", "...", "$PWD", "--config-path", "--config-dir", "--help", "/shared/", "my_models")
+PLACEHOLDERS = (
+    "<",
+    "...",
+    "$PWD",
+    "--config-path",
+    "--config-dir",
+    "--help",
+    "/shared/",
+    "my_models",
+)
 
 
 def quoted_commands(prefix: str, skip: tuple[str, ...]) -> list[tuple[str, str, str | None]]:
