@@ -510,3 +510,38 @@ def test_nothing_to_say_without_tuning_lines():
     s = summary_of("nccl-2.21-nvlink-nvls.log")
     assert requested_vs_used(s, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}) == []
     assert requested_vs_used({}, {"NCCL_ALGO": "Tree"}) == []
+
+
+def test_a_log_of_messages_without_their_headers_nccl_2_24():
+    """NCCL 2.24.3 with NVLS shown as messages only, no "host:pid:tid [dev] NCCL INFO" header
+    (the shape of NVIDIA/nccl#1584): before, no rank count, no NVLS channels, no graph and no
+    TUNING line were found."""
+    s = summary_of("nccl-2.24-headerless-constructed.log")
+    assert s["version"] == "2.24.3+cuda12.2"
+    assert s["nranks"] == 8
+    assert s["nvls_channels"] == 16
+    assert s["graph_intra_types"] == ["NVL"]
+    assert s["transports"] == {"P2P/CUMEM/read": 2}
+    assert s["tuning"]["by_collective"] == {
+        "AllReduce": {"algorithms": {"NVLS": 1}, "protocols": {"Simple": 1}}
+    }
+    assert s["lacks"] == []
+
+
+def test_what_a_log_lacks_is_said_not_guessed(tmp_path, capsys):
+    from linkbench.link.nccl_log import main
+
+    only_via = ["host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"]
+    s = parse_lines(only_via)
+    assert s["nranks"] is None and s["version"] is None
+    assert [why.split(" (")[0] for why in s["lacks"]] == [
+        "no NCCL version line", "no rank count", "no per-call TUNING line"
+    ]  # fmt: skip
+    assert parse_lines(["step 10/100 loss 2.1 on 2 ranks"])["lacks"] == [
+        "no NCCL record (was it written with NCCL_DEBUG=INFO?)"
+    ]
+    log = tmp_path / "rank0.log"
+    log.write_text("\n".join(only_via) + "\n")
+    assert main([str(log)]) == 0
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith(f"{log}: no NCCL version line")

@@ -33,7 +33,12 @@ to another rank's interleaved output (``Ring 04 : 6[6] -> 5[5] via P2P/IPC`` alo
 still counts. Formats of NCCL 2.3 to 2.30 are understood (see tests/link/test_nccl_log.py and
 the sources in tests/link/data/nccl/README.md).
 
-As a command: ``python -m linkbench.nccl_log FILE...`` prints the summary as JSON.
+A record whose header was stripped (a log shown as messages only) is still read where its
+body is one of those above. What a log lacks (a version line, a rank count, connection or
+TUNING lines) is listed in ``lacks``, with what makes NCCL print it.
+
+As a command: ``python -m linkbench.nccl_log FILE...`` prints the summary as JSON, and what
+the logs lack in one sentence on stderr.
 """
 
 from __future__ import annotations
@@ -130,12 +135,12 @@ def records(line: str) -> Iterator[tuple[str | None, str]]:
 
     level is INFO, WARN, TRACE... or None for a record without a header: a bare
     ``NCCL version ...`` line, or a connection line that lost its header to another rank."""
-    if "NCCL" not in line and " via " not in line:
+    if "NCCL" not in line and not any(word in line for word in _BARE_WORDS):
         return
     line = _ANSI.sub("", line)
     if "NCCL" not in line:
-        body = _LEADING_LAUNCHER.sub("", line).strip()
-        if _CONNECTION.match(body):
+        body = _clean(_LEADING_LAUNCHER.sub("", line))
+        if _CONNECTION.match(body) or _bare_record(body):
             yield None, body
         return
     levels = list(_LEVEL.finditer(line))
@@ -152,6 +157,22 @@ def records(line: str) -> Iterator[tuple[str | None, str]]:
         if after:  # a second record glued on: this one ends where its header starts
             end = level.end() + _header_start(line[level.end() : after.start()])
         yield level.group(1), _clean(line[level.end() : end])
+
+
+# Words one of which every record :func:`_bare_record` reads holds (a cheap first look).
+_BARE_WORDS = (" via ", "anks", "nvls channels", " Bytes -> Algo ", "Pattern ")
+
+
+def _bare_record(body: str) -> bool:
+    """Whether a line without "NCCL" in it is the body of a record this module reads, its
+    header stripped (logs shown as messages only, as in NVIDIA/nccl#1584 with NCCL 2.24.3):
+    a communicator's rank count, the channel counts, a graph search result, a TUNING line."""
+    return bool(
+        _RANKS.search(body)
+        or _NVLS.search(body)
+        or _TUNING.match(body)
+        or ("Pattern" in body and _GRAPH_TYPE.search(body))
+    )
 
 
 def _header_start(text: str) -> int:
@@ -243,7 +264,7 @@ def parse_lines(lines: Iterable[str]) -> dict[str, Any]:
                 env[m.group(1)] = _env_value(m.group(2))
             if m := _RANKS.search(body):
                 nranks = max(nranks, int(m.group(1)))
-    return {
+    summary = {
         "version": max(versions, key=_version_key) if versions else None,
         "channels": channels,
         "transports": dict(sorted(transports.items())),
@@ -254,6 +275,31 @@ def parse_lines(lines: Iterable[str]) -> dict[str, Any]:
         "nccl_lines": nccl_lines,
         "tuning": _tuning_summary(tuning[False] or tuning[True]),
     }
+    summary["lacks"] = lacks(summary)
+    return summary
+
+
+def lacks(summary: dict[str, Any]) -> list[str]:
+    """What a log's summary could not find, each with what makes NCCL print it, so a log
+    that lacks something says so instead of the summary guessing it."""
+    if not summary["nccl_lines"]:
+        return ["no NCCL record (was it written with NCCL_DEBUG=INFO?)"]
+    missing = []
+    if summary["version"] is None:
+        missing.append("no NCCL version line (rank 0 prints it at its first communicator)")
+    if summary["nranks"] is None:
+        missing.append(
+            "no rank count (a communicator's 'nRanks N' line, printed at init with "
+            "NCCL_DEBUG_SUBSYS including INIT)"
+        )
+    if not any(summary["channels"].values()):
+        missing.append(
+            "no connection line ('Channel ... via ...', printed at init by a communicator of "
+            "two or more ranks)"
+        )
+    if not summary["tuning"]["calls"]:
+        missing.append("no per-call TUNING line (NCCL_DEBUG_SUBSYS including TUNING)")
+    return missing
 
 
 def parse_files(paths: Iterable[str | Path]) -> dict[str, Any]:
@@ -365,8 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
-    json.dump(parse_files(args.files), sys.stdout, indent=2)
+    summary = parse_files(args.files)
+    json.dump(summary, sys.stdout, indent=2)
     print()
+    if summary["lacks"]:
+        print(f"{', '.join(args.files)}: {'; '.join(summary['lacks'])}.", file=sys.stderr)
     return 0
 
 
