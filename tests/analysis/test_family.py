@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from linkbench.analysis.compare import WINNERS, sweep_comparisons
 from linkbench.analysis.report import write_summary
 from linkbench.files import RESULT_FILE, write_json
@@ -113,3 +115,31 @@ def test_two_a_a_sweeps_compared_name_a_winner_in_at_most_5_percent_of_pairs():
     bound = 0.05 + 3 * math.sqrt(0.05 * 0.95 / pairs)
     assert named["holm"] / pairs <= bound, named
     assert named["none"] / pairs > bound, "each its own 5 %: the family is what holds it"
+
+
+@pytest.mark.parametrize(("runs_a", "runs_b"), [(2, 8), (3, 20), (8, 3)])
+def test_a_a_sweeps_of_unequal_runs_name_a_winner_in_at_most_5_percent_of_pairs(runs_a, runs_b):
+    """An adaptive sweep against a fixed one, a failed run, repeats=3 against repeats=20:
+    before, Welch-Satterthwaite's degrees of freedom, estimated from few runs, named a
+    winner in 14.9 % (2 vs 8) and 12.7 % (3 vs 20) of A/A pairs (stats.welch_df)."""
+    from linkbench.analysis.compare import across_sweeps
+    from linkbench.analysis.sweep import group
+
+    rng = random.Random(runs_a * 100 + runs_b)
+    pairs = 800
+    named = 0
+    for _ in range(pairs):
+        a, b = _one_sweep(rng, runs=runs_a), _one_sweep(rng, runs=runs_b)
+        rows, _, _ = across_sweeps(group(a, ["batch", "seed"]), group(b, ["batch", "seed"]))
+        named += any(r.verdict in WINNERS for r in rows)
+    assert named / pairs <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / pairs), named
+
+
+def test_welch_degrees_of_freedom_are_capped_at_what_equal_spreads_give():
+    from linkbench.analysis.stats import welch_df
+
+    assert welch_df(1.0, 1.0, 5, 5) == pytest.approx(8)  # equal runs, equal spreads: 2(n-1)
+    assert welch_df(0.01, 1.0, 3, 8) == pytest.approx(
+        (1 / 3 + 1 / 8) ** 2 / ((1 / 3) ** 2 / 2 + (1 / 8) ** 2 / 7)
+    )  # the few runs varied little: Satterthwaite's would be near 7
+    assert welch_df(1.0, 0.01, 3, 8) < 2.1  # the few runs carry the spread: about 2

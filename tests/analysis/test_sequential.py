@@ -54,6 +54,28 @@ def test_the_vectorised_sweep_is_the_librarys_rule():
         assert verdict(ratio) in ("faster", "inconclusive")
 
 
+def test_the_simulations_verdicts_are_the_librarys_at_every_look():
+    """Verdict for verdict, not only the intervals: a change of the rule in stats moves the
+    simulations with it (before, simulate carried a copy of the rule of its own)."""
+    from linkbench.analysis.simulate import _look
+
+    design = Design(MAX_ROUNDS)
+    rng = np.random.default_rng(11)
+    seen: set[str] = set()
+    for n in range(FIRST_LOOK, MAX_ROUNDS + 1):
+        # truths on both sides of 1 and of the margin, spreads from tight to loose
+        logs = rng.normal(rng.uniform(-0.06, 0.06, (400, 1)), rng.uniform(0.001, 0.05, (400, 1)),
+                          (400, n))  # fmt: skip
+        now, *_ = _look(logs, design, DEFAULT_MARGIN)
+        for row, simulated in zip(logs, now, strict=True):
+            arm = list(1000 * np.exp(row))
+            base = [1000.0] * n
+            ratio = ratio_interval(arm, base, list(zip(arm, base, strict=True)), design=design)
+            assert (simulated or "inconclusive") == verdict(ratio), (n, row)
+        seen |= set(now)
+    assert seen == {"equal", "faster", "slower", ""}, "every verdict was tried"
+
+
 @pytest.mark.parametrize("spending", SPENDINGS)
 @pytest.mark.parametrize("min_rounds", [2, MIN_ROUNDS])
 def test_the_boundaries_spend_the_error_as_designed(spending, min_rounds):

@@ -101,6 +101,19 @@ def test_a_comparison_beyond_deciding_stops_early_and_the_summary_says_what_it_w
     summary = write_summary(tmp_path, plots=False)
     assert summary is not None and "as beyond deciding" in summary
     assert "an equal verdict would need a margin of" in summary
+    name = "interconnect=nvlink vs pcie"
+    acted = record["rounds"][len(ran) - 1]
+    assert f"stopped after {acted['futile_pairs'][name]} rounds" in summary
+    assert f"a chance of {acted['futile'][name]:.1%}" in summary
+    # The line prints what the rule acted on, at the round it acted, not a chance recomputed
+    # at the final level (before: a Holm sweep relaxed later printed "a chance of 77.1 %").
+    acted |= {"futile": {name: 0.0321}, "futile_pairs": {name: 4},
+              "futile_margin_needed": {name: 0.07}}  # fmt: skip
+    (tmp_path / ROUNDS_FILE).write_text(json.dumps(record))
+    again = write_summary(tmp_path, plots=False)
+    assert again is not None
+    assert "stopped after 4 rounds as beyond deciding" in again and "chance of 3.2%" in again
+    assert "would need a margin of ±7%" in again
 
 
 def test_a_sweep_with_nothing_to_compare_runs_min_rounds(tmp_path):

@@ -26,6 +26,7 @@ from linkbench.analysis.sequential import (
     chance_to_decide,
 )
 from linkbench.analysis.stats import DEFAULT_MARGIN
+from linkbench.analysis.stats import verdicts as stats_verdicts
 
 # Futures per simulated comparison for its chance to be decided (the sweeper takes 2,000 for
 # the one it prints; 100 keep 20,000 comparisons within seconds, the rule's power the same).
@@ -158,11 +159,8 @@ def _look(
     bound = float(stats.t.ppf(0.975, n - 1)) if plain else design.t_bound(n)
     half = np.minimum(bound * sd / math.sqrt(n), 50.0)  # exp() of no overflow
     lo, hi, est = np.exp(mean - half), np.exp(mean + half), np.exp(mean)
-    equal = (lo >= 1 - margin) & (hi <= 1 + margin)
-    outside = (est > 1 + margin) | (est < 1 - margin)
-    decided = outside & ((lo > 1) | (hi < 1))
-    now = np.where(equal, "equal", np.where(decided, np.where(est > 1, "faster", "slower"), ""))
-    return now, lo, hi, mean, sd
+    now = stats_verdicts(est, lo, hi, margin)
+    return np.where(now == "inconclusive", "", now), lo, hi, mean, sd
 
 
 def futility_study(

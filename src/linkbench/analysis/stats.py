@@ -40,6 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict, Unpack
 
+import numpy as np
+from numpy.typing import ArrayLike
+
 from linkbench.analysis.sequential import Design
 
 CONFIDENCE = 0.95
@@ -150,9 +153,21 @@ def difference_interval(
     se_a, se_b = var_a / len(arm), var_b / len(baseline)
     if se_a + se_b == 0:
         return _interval(mean, 0.0, runs, "welch", 0.0)
-    df = (se_a + se_b) ** 2 / (se_a**2 / (len(arm) - 1) + se_b**2 / (len(baseline) - 1))
-    half = _t(df, confidence) * math.sqrt(se_a + se_b)
+    half = _t(welch_df(se_a, se_b, len(arm), len(baseline)), confidence) * math.sqrt(se_a + se_b)
     return _interval(mean, half, runs, "welch", math.sqrt((var_a + var_b) / 2))
+
+
+def welch_df(se_a: float, se_b: float, n_a: int, n_b: int) -> float:
+    """The degrees of freedom of a Welch interval: Welch-Satterthwaite's, but never more
+    than that formula gives at equal spreads for these run counts. Satterthwaite's own,
+    estimated from the runs' variances, is too large whenever the side with few runs
+    happens to vary little, and so too narrow: two A/A sweeps of 3 and 8 runs (four
+    configurations, Holm) named a winner in 7.2 % of pairs, 2 and 8 runs in 14.9 %; with
+    the cap 1.9 % and 0.0 %, equal runs unchanged (docs/statistics.md)."""
+    satterthwaite = (se_a + se_b) ** 2 / (se_a**2 / (n_a - 1) + se_b**2 / (n_b - 1))
+    w_a, w_b = 1 / n_a, 1 / n_b
+    equal_spreads = (w_a + w_b) ** 2 / (w_a**2 / (n_a - 1) + w_b**2 / (n_b - 1))
+    return min(satterthwaite, equal_spreads)
 
 
 def _interval(
@@ -194,11 +209,24 @@ def verdict(ratio: Ratio, margin: float = DEFAULT_MARGIN, higher_is_better: bool
     """faster, slower, equal or inconclusive (see the module's docstring)."""
     if not ratio.has_interval:
         return "inconclusive"
-    if ratio.low >= 1 - margin and ratio.high <= 1 + margin:
-        return "equal"
-    outside = ratio.estimate > 1 + margin or ratio.estimate < 1 - margin
-    excludes_one = ratio.low > 1 or ratio.high < 1
-    if outside and excludes_one:
-        up = ratio.estimate > 1
-        return "faster" if up == higher_is_better else "slower"
-    return "inconclusive"
+    return str(verdicts(ratio.estimate, ratio.low, ratio.high, margin, higher_is_better)[()])
+
+
+def verdicts(
+    estimate: ArrayLike,
+    low: ArrayLike,
+    high: ArrayLike,
+    margin: float = DEFAULT_MARGIN,
+    higher_is_better: bool = True,
+) -> np.ndarray:
+    """The verdict rule itself, element by element, on ratios with intervals: equal when the
+    interval lies inside ±margin; faster or slower when it excludes 1 and the estimate lies
+    outside ±margin; else inconclusive. :func:`verdict` applies it to one ratio and the
+    simulations (:mod:`linkbench.analysis.simulate`) to arrays, so both judge by one rule."""
+    estimate, low, high = np.asarray(estimate), np.asarray(low), np.asarray(high)
+    equal = (low >= 1 - margin) & (high <= 1 + margin)
+    outside = (estimate > 1 + margin) | (estimate < 1 - margin)
+    decided = outside & ((low > 1) | (high < 1))
+    better = (estimate > 1) == higher_is_better
+    winner = np.where(better, "faster", "slower")
+    return np.where(equal, "equal", np.where(decided, winner, "inconclusive"))

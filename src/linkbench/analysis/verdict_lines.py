@@ -30,6 +30,23 @@ def mean_text(mean: Mean | None, unit: str) -> str:
     return f"{mean.mean:,.1f} [{mean.low:,.1f}, {mean.high:,.1f}] {unit} ({mean.runs} runs)"
 
 
+def _futility_stop(c: Comparison, record: dict[str, Any]) -> tuple[int, float, float] | None:
+    """(rounds paired, chance to decide, margin an equal verdict would need) as the futility
+    rule had them when it last stopped ``c`` (rounds.json), or None where it never did. A
+    sweep written before rounds.json kept the first two: the comparison's own now."""
+    stops = [r for r in record.get("rounds") or [] if c.name in (r.get("futile") or {})]
+    if not stops:
+        return None
+    last = stops[-1]
+    pairs = (last.get("futile_pairs") or {}).get(c.name, c.pairs)
+    needed = (last.get("futile_margin_needed") or {}).get(c.name)
+    return (
+        int(pairs),
+        float(last["futile"][c.name]),
+        float(c.equal_margin_needed() or 0.0 if needed is None else needed),
+    )
+
+
 def _seeds_are_runs(config: Configuration) -> bool:
     """Whether a configuration's runs are the seeds of a sweep over seeds, not rounds."""
     runs = config.runs()
@@ -70,14 +87,14 @@ def verdict_line(
         line += f" (within ±{c.margin:.0%})"
     line += _accuracy(c)
     record = rounds or {}
-    futile = {name for r in record.get("rounds") or [] for name in r.get("futile") or {}}
-    if c.verdict == "inconclusive" and c.name in futile:
-        chance, needed = c.chance_to_decide() or 0.0, c.equal_margin_needed() or 0.0
+    stop = _futility_stop(c, record)
+    if c.verdict == "inconclusive" and stop is not None:
+        pairs, chance, needed = stop
         line += (
-            f" (stopped after {c.pairs} rounds as beyond deciding: the rounds left, up to "
+            f" (stopped after {pairs} rounds as beyond deciding: the rounds left, up to "
             f"{c.design.max_rounds if c.design else ''}, would decide it with a chance of "
-            f"{chance:.1%} given what these rounds show; an equal verdict would need a margin of "
-            f"±{needed:.0%})"
+            f"{chance:.1%} given what those rounds showed; an equal verdict would need a margin "
+            f"of ±{needed:.0%})"
         )
     elif c.verdict == "inconclusive" and c.ratio.method == "sequential":
         why = str(record.get("stopped") or "").split(", ")[0]

@@ -332,9 +332,14 @@ class AdaptiveRounds:
             return self._start(list(self.jobs))
         comparisons = [c for c in self._close_round() if self._runnable(c)]
         stop, undecided, futile = after_round(comparisons, r, self.design)
-        if futile:
-            chances = {c.name: round(c.chance_to_decide() or 0.0, 4) for c in futile}
-            self.rounds[-1]["futile"] = chances
+        if futile:  # what the rule acted on, at the round it acted, for the verdict line
+            self.rounds[-1]["futile"] = {
+                c.name: round(c.chance_to_decide() or 0.0, 4) for c in futile
+            }
+            self.rounds[-1]["futile_pairs"] = {c.name: c.pairs for c in futile}
+            self.rounds[-1]["futile_margin_needed"] = {
+                c.name: round(c.equal_margin_needed() or 0.0, 4) for c in futile
+            }
         if stop is not None:
             return self._stop(stop, undecided)
         needed = [job for i, job in enumerate(self.jobs) if i not in self._given_up()]
