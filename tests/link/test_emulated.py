@@ -365,12 +365,15 @@ def _sleeper_in(name: str) -> subprocess.Popen:
 @needs_namespaces
 def test_what_a_killed_launcher_left_is_removed_at_the_next_start():
     """kill -9 leaves the namespaces and the worker; the next sweep stops the worker it
-    recorded and removes the namespaces, and leaves a process inside them that no run
-    recorded (an administrator's, say)."""
+    recorded and removes the namespaces, except one that holds a process no run started (an
+    administrator's, say): that one is left with its process, and named with it (before, it
+    was removed under the process, said only as "removed what a killed job left"); once
+    that process has ended, the next sweep removes it."""
     process, token, worker = _launcher("enter")
     names = [n for n in ours() if token in n]
     assert len(names) == 3
-    foreign = _sleeper_in(f"linkbench-{token}-node1")
+    held = f"linkbench-{token}-node1"
+    foreign = _sleeper_in(held)
     try:
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -379,14 +382,20 @@ def test_what_a_killed_launcher_left_is_removed_at_the_next_start():
         assert set(names) <= set(ours()), "kill -9 leaves the namespaces"
         assert alive(worker)
         removed = netns.sweep_stale()
-        assert any(token in line and " 1 process(es)" in line for line in removed), removed
-        assert not set(names) & set(ours())
+        line = next(line for line in removed if token in line)
+        assert "2 namespace(s)" in line and " 1 process(es)" in line, line
+        assert f"left alone, as it holds process(es) that run did not start: {held} with " \
+            f"pid {foreign.pid} (sleep 600)" in line, line  # fmt: skip
+        assert set(ours()) & set(names) == {held}
         _wait_for(lambda: not alive(worker), 10)
         assert alive(foreign.pid), "a process no run recorded is never stopped"
-        assert _records(token) == []
+        assert _records(token), "kept, so that a later job removes what was left"
     finally:
         foreign.kill()
         foreign.wait()
+    again = netns.sweep_stale()
+    assert any(token in line and "1 namespace(s)" in line for line in again), again
+    assert not set(names) & set(ours()) and _records(token) == []
 
 
 @needs_namespaces
@@ -498,6 +507,22 @@ def test_an_emulated_job_runs_over_its_link_and_leaves_nothing(tmp_path):
     hparams, _ = hparams_of_run(job)
     assert {"interconnect.rate_gbit_s", "interconnect.delay_ms"} <= hparams
     assert not [n for n in ours() if n not in BEFORE]
+
+
+@needs_namespaces
+def test_a_link_of_one_rank_records_no_figure_of_a_link(tmp_path):
+    """interconnect=emulated devices=1: nothing crosses the link. Before, result.json and
+    TensorBoard held link_busbw_gb_s 0.0 from a 0.1 ms "probe" of 2 calls, and uplink bytes
+    of 0.0, and the transport said "one node" of one rank."""
+    job = tmp_path / "job"
+    done = run_cli(["interconnect=emulated", "devices=1", "steps=12", "task.no_sync_steps=0",
+                    f"hydra.run.dir={job}"])  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = load_result(job)
+    assert not [k for k in result["metrics"] if "link" in k or "uplink" in k], result["metrics"]
+    assert "measured_busbw_gb_s" not in result["link"] and "per_step" not in result["link"]
+    assert result["transport"]["reason"].startswith("one rank: nothing crosses the link")
+    assert "no link (one rank)" in done.stderr + done.stdout
 
 
 @needs_namespaces
@@ -720,7 +745,14 @@ def _nccl(verified: bool | None, reason: str = "2 NET channel connections") -> d
         ({"uplinks": RANKS}, _nccl(None), None, "before rank 0 checked"),
         # One rank (devices=1): nothing crosses, so nothing is verified (before: "verified",
         # "all 0 TCP connections ... 0.0 MB").
-        ({"sockets": SOCKETS, "uplinks": RANKS[:1]}, _nccl(None), None, "one node: nothing"),
+        ({"sockets": SOCKETS, "uplinks": RANKS[:1]}, _nccl(None), None, "one rank: nothing"),
+        # One node of two ranks (interconnect.nodes=1): the same, said of the node.
+        (
+            {"sockets": SOCKETS, "uplinks": [{**RANKS[0], "ranks": [0, 1]}]},
+            _nccl(None),
+            None,
+            "one node: nothing",
+        ),
         # The token buckets' own counters (tc -s qdisc) witness the shaping, or its absence.
         ({"sockets": SOCKETS, "uplinks": _shaped(held=40)}, _nccl(None), True, "held back 160"),
         ({"sockets": SOCKETS, "uplinks": _shaped(held=0)}, _nccl(None), True, "never held"),

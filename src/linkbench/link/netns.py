@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -201,15 +202,36 @@ def _delete(name: str, inode: int) -> bool:
     return True
 
 
-def _remove(record: NetworkRecord) -> tuple[list[str], int]:
+def _remove(record: NetworkRecord) -> tuple[list[str], int, dict[str, list[int]]]:
     """Stop the processes the run started, remove the namespaces it made (those whose
-    identity is the recorded one), then its records; the names removed and how many
-    processes were stopped."""
+    identity is the recorded one) except any that holds a process the run did not start
+    (someone's own, entered with ip netns exec: left, and the run's record kept, so a later
+    job removes it once that process has ended), then its records; the names removed, how
+    many processes were stopped, and the namespaces left with the processes found in them."""
     made = record.made()
-    killed = sum(process.kill() for process in _started_by(record, made))
-    removed = [name for name, inode in made.items() if _delete(name, inode)]
-    forget(record.token)
-    return removed, killed
+    mine = _started_by(record, made)
+    killed = sum(process.kill() for process in mine)
+    ours = {process.pid for process in mine}
+    inside = _by_namespace()
+    foreign = {
+        name: pids
+        for name, inode in made.items()
+        if (pids := [pid for pid in inside.get(inode, []) if pid not in ours])
+    }
+    removed = [name for name, inode in made.items() if name not in foreign and _delete(name, inode)]
+    if not foreign:
+        forget(record.token)
+    return removed, killed, foreign
+
+
+def _describe(pid: int) -> str:
+    """``pid 123 (its command line)``, as far as /proc tells."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        command = ""
+    command = command.strip()
+    return f"pid {pid}" + (f" ({command[:80]})" if command else "")
 
 
 def sweep_stale(stop_point: Callable[[], None] = lambda: None) -> list[str]:
@@ -232,11 +254,17 @@ def sweep_stale(stop_point: Callable[[], None] = lambda: None) -> list[str]:
             for name, inode in record.namespaces.items()
             if inode is None and namespace_inode(name) is not None
         ]
-        removed, killed = _remove(record)
-        if not removed and not killed and not unconfirmed:
+        removed, killed, foreign = _remove(record)
+        if not removed and not killed and not unconfirmed and not foreign:
             continue
         line = f"{len(removed)} namespace(s) of run {record.token}"
         line += f" and {killed} process(es) left in them" if killed else ""
+        for name, pids in foreign.items():
+            line += (
+                f"; left alone, as it holds process(es) that run did not start: {name} with "
+                f"{', '.join(_describe(pid) for pid in pids)} (end them, then ip netns delete "
+                f"{name}, or the next emulated job removes it)"
+            )
         if unconfirmed:
             line += (
                 f"; left alone, as not recorded as made: {', '.join(unconfirmed)} "

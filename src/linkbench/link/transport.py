@@ -95,7 +95,8 @@ def verify_link(link: dict[str, Any], nccl: dict[str, Any]) -> dict[str, Any]:
         return {**base, "verified": None, "reason": reason}
     nodes = len(uplinks)
     if nodes < 2:
-        reason = "one node: nothing crosses the link, so it witnesses nothing"
+        one = "one rank" if sum(len(u.get("ranks") or []) for u in uplinks) == 1 else "one node"
+        reason = f"{one}: nothing crosses the link, so it witnesses nothing"
         return {**base, "verified": None, "reason": reason}
     if not sockets["verified"]:
         return {**base, "verified": False, "reason": sockets["reason"]}

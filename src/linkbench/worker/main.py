@@ -168,7 +168,10 @@ def worker_main(plan: RunPlan) -> dict[str, Any]:
         board = Board(plan) if me.is_main else None
         if plan.link is not None:
             phases.mark("set_up")
-            link = {**measure(me), **measure_nodes(me, plan.link)}
+            # Nothing crosses a link of one node: no probe, so no figure for a link not there.
+            link = (
+                {**measure(me), **measure_nodes(me, plan.link)} if plan.link.node_count > 1 else {}
+            )
             opened = own_connections()  # every rank's connections are open now
             phases.mark("link_probe")
         task_started_at = time.time()
