@@ -92,9 +92,10 @@ CONVERGENCE_NOTE = (
     "Each larger global batch against the smallest of its rule: held when its accuracy is "
     "shown within {tolerance:.1f} points of the smallest's (the lower end of the interval "
     "shown, a one-sided {level:.4g} % bound, above -{tolerance:.1f}: non-inferiority), "
-    "lower when the whole interval lies below, not shown otherwise; the batches of a rule "
-    "are tested in increasing order, stopping at the first that does not hold, so a batch "
-    "is said to hold that did not in at most 5 % of sweeps (docs/statistics.md)."
+    "lower when the whole interval lies below, not shown otherwise; every batch of every "
+    "rule is one test of one family (Holm's step-down), so this table says anything wrong, "
+    "a batch held that did not or lower that was not, in at most 5 % of sweeps "
+    "(docs/statistics.md)."
 )
 
 
