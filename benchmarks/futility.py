@@ -10,7 +10,8 @@ actually have decided, and the power with the rule beside the power without it.
     python benchmarks/futility.py [--sweeps 20000]
 
 For each cell: the share of comparisons the rule stops, the mean chance printed for them,
-the share of them a later round decides, the share decided with and without the rule, and
+the share of them a later round decides (all, and those printed 3-5 %, nearest the line),
+the share decided with and without the rule, and
 the power the rule costs (paired, the same comparisons), each with its standard error. Then
 the same over every cell, by printed chance.
 """
@@ -36,9 +37,9 @@ def main() -> None:
     design = Design(8, DEFAULT_SPENDING, 3)
     print(f"design: {design.describe(0.95)}; futility from round {FIRST_FUTILITY_LOOK}; "
           f"{args.sweeps:,} comparisons per cell, {args.draws} futures per chance")  # fmt: skip
-    print("| truth | CV | stopped | chance printed | decided later | decided without the rule "
-          "| with it | power lost |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| truth | CV | stopped | chance printed | decided later | printed 3-5 %: decided later "
+          "| decided without the rule | with it | power lost |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     printed_all, later_all = [], []
     for seed, (ratio, cv) in enumerate((r, c) for r in RATIOS for c in CVS):
         printed, decided_on, by_rule = futility_study(
@@ -52,8 +53,12 @@ def main() -> None:
         mean_printed = with_se(printed[stopped]) if k > 1 else ""
         later = with_se(decided_on[stopped]) if k > 1 else ""
         lost = with_se(decided_on.astype(float) - by_rule)[:-2]  # paired: the same comparisons
-        print(f"| {truth} | {cv:.0%} | {with_se(stopped)} | {mean_printed} | {later} | "
-              f"{with_se(decided_on)} | {with_se(by_rule)} | {lost} pts |")  # fmt: skip
+        near = stopped & (printed >= 0.03)  # the printed chances nearest the 5 % line
+        near_later = f"{with_se(decided_on[near])} of {int(near.sum()):,}" if near.sum() > 1 else ""
+        print(
+            f"| {truth} | {cv:.0%} | {with_se(stopped)} | {mean_printed} | {later} | "
+            f"{near_later} | {with_se(decided_on)} | {with_se(by_rule)} | {lost} pts |"
+        )
     printed, later = np.concatenate(printed_all), np.concatenate(later_all)
     print("\nEvery cell together, by the chance printed:")
     print("| chance printed | comparisons | decided later |")
