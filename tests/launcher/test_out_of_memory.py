@@ -57,21 +57,55 @@ def memory_cgroup() -> Iterator[Path]:
             time.sleep(0.2)
 
 
-@pytest.mark.slow
-def test_a_rank_killed_out_of_memory_is_said_with_its_peak_and_batch(memory_cgroup, tmp_path):
-    """Before: "killed by SIGKILL (exit code -9)" and nothing else. 100,000 samples of
-    3x32x32 float32 are 1.2 GB per rank before any activation: two ranks cannot fit 3 GB."""
-    job = tmp_path / "job"
-    procs = memory_cgroup / "cgroup.procs"
-    done = subprocess.run(
-        [sys.executable, "run.py", "batch=100000", "steps=4", "untimed_steps=1", "log_every=2",
-         f"hydra.run.dir={job}"],
+def _in_cgroup(group: Path, args: list[str]) -> subprocess.CompletedProcess:
+    procs = group / "cgroup.procs"
+    return subprocess.run(
+        [sys.executable, "run.py", *args],
         cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=300,
         preexec_fn=lambda: procs.write_text(str(os.getpid())),
     )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_rank_killed_out_of_memory_is_said_with_its_peak_and_batch(memory_cgroup, tmp_path):
+    """Before: "killed by SIGKILL (exit code -9)" and nothing else. batch=7000 is a rank the
+    plan's estimate puts at about 2.3 GB: one fits the 3 GB (so the plan warns and starts),
+    two do not. The kernel picks a rank, not the launcher (oom_score_adj 1000)."""
+    job = tmp_path / "job"
+    done = _in_cgroup(memory_cgroup, ["batch=7000", "steps=4", "untimed_steps=1", "log_every=2",
+                                      f"hydra.run.dir={job}"])  # fmt: skip
     assert done.returncode == 1, done.stderr[-3000:]
+    assert "a rank may be killed out of memory" in done.stdout + done.stderr  # the warning
     error = load_result(job)["error"]
     assert "killed by SIGKILL" in error, error
     assert "the kernel's out-of-memory killer ended it (" in error, error
     assert "it held up to " in error and "GB of the 3.22 GB this machine lets the job use" in error
-    assert "at batch=100000 per rank; lower batch" in error
+    assert "at batch=7000 per rank; lower batch" in error
+
+
+def test_a_job_whose_one_rank_cannot_fit_is_refused_before_it_starts(tmp_path):
+    """Before: in a 700 MB cgroup, batch=60000 was warned of ("about 1126 might fit") and
+    started, and the kernel killed the launcher (it held ~800 MB of torch, oom_score_adj 0):
+    exit 137, no sentence, no result.json."""
+    own = _own_memory_cgroup()
+    if os.geteuid() != 0 or own is None:
+        pytest.skip("needs root and a memory cgroup to make a child of")
+    parent, limit_file = own
+    group = parent / f"linkbench-test-small-{os.getpid()}"
+    try:
+        group.mkdir()
+        (group / limit_file).write_text(str(700 * 1024**2))
+    except OSError as error:
+        pytest.skip(f"cannot make a memory cgroup here: {error}")
+    try:
+        done = _in_cgroup(group, ["batch=60000", f"hydra.run.dir={tmp_path / 'job'}"])
+    finally:
+        for _ in range(50):
+            with contextlib.suppress(OSError):
+                group.rmdir()
+                break
+            time.sleep(0.2)
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 1 and "not even one rank would fit; lower batch (about" in said[0]
+    assert not (tmp_path / "job" / "logs").exists(), "no worker started"

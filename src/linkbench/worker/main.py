@@ -168,10 +168,9 @@ def worker_main(plan: RunPlan) -> dict[str, Any]:
         board = Board(plan) if me.is_main else None
         if plan.link is not None:
             phases.mark("set_up")
-            # Nothing crosses a link of one node: no probe, so no figure for a link not there.
-            link = (
-                {**measure(me), **measure_nodes(me, plan.link)} if plan.link.node_count > 1 else {}
-            )
+            # One rank has no peer: no probe, so no figure for a link that is not there (one
+            # node of several ranks probes the path inside it, the projection's --inside).
+            link = {**measure(me), **measure_nodes(me, plan.link)} if me.world_size > 1 else {}
             opened = own_connections()  # every rank's connections are open now
             phases.mark("link_probe")
         task_started_at = time.time()

@@ -276,7 +276,7 @@ def uplinks_per_step(run: TrainingRun, plan: RunPlan) -> dict[str, Any]:
     launcher); the busiest uplink's, seen and predicted, and the bytes the busiest rank
     sends inside its node in calls that cross no uplink, as metrics."""
     spec, seen = plan.link, run.uplinks
-    if spec is None or seen is None or spec.node_count < 2:  # nothing crosses one node's
+    if spec is None or seen is None or spec.ranks < 2:  # one rank sends nothing anywhere
         return {}
     out: dict[str, Any] = {"uplinks": seen, "strategy": str(plan.config.strategy.name)}
     busiest = max(max(u["tx_bytes_per_step"], u["rx_bytes_per_step"]) for u in seen)
