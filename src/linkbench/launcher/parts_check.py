@@ -16,7 +16,7 @@ import importlib
 
 import torch
 
-from linkbench.config.plan import PartsFacts
+from linkbench.config.runtime import PartsFacts
 from linkbench.config.schema import Config
 from linkbench.config.targets import hydra_lookups_quiet
 from linkbench.errors import ConfigError
