@@ -139,6 +139,7 @@ def build_optimizer(net: torch.nn.Module, *args, **kwargs) -> torch.optim.Optimi
     return cls(net.parameters(), **options)
 
 
+@pytest.mark.slow  # about 40 s each on 2 cores; CI's slow part runs them
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
 def test_optimizer_survives_steps_the_grad_scaler_skips(optimizer):
     """fp16's first steps overflow and are skipped; no inf may leak into the optimizer state.

@@ -26,6 +26,7 @@ def store():
     return dist.TCPStore("127.0.0.1", 0, None, is_master=True)
 
 
+@pytest.mark.slow  # 50 s of real processes and heartbeats; CI's slow part runs it
 def test_a_stopped_a_gone_a_lagging_and_a_silent_rank_are_each_named(store):
     peer = subprocess.Popen([sys.executable, "-c", BEATING, str(store.port)], cwd=REPO,
                             env=clean_env(), stdout=subprocess.PIPE, text=True)  # fmt: skip
