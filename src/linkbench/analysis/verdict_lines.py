@@ -48,6 +48,26 @@ def _futility_stop(c: Comparison, record: dict[str, Any]) -> tuple[int, float, f
     )
 
 
+def _rests_on_shared_cores(c: Comparison) -> str | None:
+    """Where a verdict rests on a resource the host shares: on an emulated cluster of CPU
+    ranks, the two sides send different bytes inside a node (HSDP's gathers against DDP's
+    none), a path the ranks of a node run on the same cores they compute on, so the order
+    can change with what else the host runs."""
+    sides = [(link_settings(x), x) for x in (c.arm, c.base)]
+    if any(link is None or int(link.get("ranks_per_node") or 1) < 2 for link, _ in sides):
+        return None
+    if any(x.first("device_type") != "cpu" for _, x in sides):
+        return None
+    inside = [x.mean("node_bytes_per_step_predicted") for _, x in sides]
+    low, high = sorted(m.mean if m is not None else 0.0 for m in inside)
+    if high <= 0 or low >= 0.9 * high:
+        return None
+    return (
+        "the two send different bytes inside a node, a path that on this CPU host shares "
+        "the cores with computing: this order can change with the host's load"
+    )
+
+
 def _seeds_are_runs(config: Configuration) -> bool:
     """Whether a configuration's runs are the seeds of a sweep over seeds, not rounds."""
     runs = config.runs()
@@ -113,6 +133,8 @@ def verdict_line(
     d = c.step_time_diff_ms
     if d is not None and d.has_interval and math.isfinite(d.low + d.high):
         line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
+    if c.verdict in ("faster", "slower") and (shared := _rests_on_shared_cores(c)):
+        line += f" ({shared})"
     line += _lost(c)
     if c.outliers:
         named = ", ".join(

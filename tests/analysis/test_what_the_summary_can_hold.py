@@ -1,6 +1,8 @@
-"""An adaptive sweep's rounds.json cut short is said, not read as absent: read as absent, the
-report would judge the sweep as fixed rounds (intervals that ignore its looks) without a word,
-and a resumed sweep would forget the rounds it had run."""
+"""What the summary may say, and nothing more: an adaptive sweep's rounds.json cut short is
+said, not read as absent (read as absent, the report would judge the sweep as fixed rounds,
+intervals that ignore its looks, without a word, and a resumed sweep would forget the rounds
+it had run); two runs give no interval anywhere; a verdict that rests on cores the host
+shares says so."""
 
 from __future__ import annotations
 
@@ -71,3 +73,27 @@ def test_two_runs_show_no_interval_anywhere_a_mean_is_shown(tmp_path):
     assert "too few for an interval" in (tmp_path / SUMMARY_MD).read_text()
     assert not mean_interval([1.0, 2.0]).has_interval
     assert mean_interval([1.0, 2.0, 1.5]).has_interval
+
+
+@pytest.mark.parametrize(
+    ("inside_bytes", "device", "said"),
+    [((93.5e6, 0.0), "cpu", True), ((93.5e6, 93.5e6), "cpu", False),
+     ((93.5e6, 0.0), "cuda", False)],
+)  # fmt: skip
+def test_a_verdict_resting_on_cores_the_host_shares_says_so(tmp_path, inside_bytes, device, said):
+    """HSDP against DDP on an emulated cluster of CPU ranks: HSDP's gathers run inside a
+    node on the cores that compute, so its order followed the host's load (faster on a quiet
+    host, slower at load 2-4); the verdict line says so where the sides' bytes inside a node
+    differ, and only there."""
+    link = {"rate_gbit_s": 0.5, "nodes": 2, "ranks_per_node": 2}
+    for round_ in range(3):
+        for (strategy, value), inside in zip((("hsdp", 1050), ("ddp", 1000)), inside_bytes,
+                                             strict=True):  # fmt: skip
+            fake_job(tmp_path, [f"strategy={strategy}"], [value + 5 * round_], round_=round_,
+                     extra={"node_bytes_per_step_predicted": inside},
+                     fields={"link": link, "device_type": device})  # fmt: skip
+    assert report_main([str(tmp_path), "--axis", "strategy", "--baseline", "ddp"]) == 0
+    text = (tmp_path / "reanalysis-strategy" / SUMMARY_MD).read_text()
+    line = next(x for x in text.splitlines() if "strategy=hsdp vs ddp" in x)
+    assert "**faster**" in line
+    assert ("shares the cores with computing" in line) == said, line
