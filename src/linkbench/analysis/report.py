@@ -30,7 +30,7 @@ from linkbench.analysis.compare import (
 )
 from linkbench.analysis.conditions import drifted
 from linkbench.analysis.emulated import NOTE as LINK_NOTE
-from linkbench.analysis.emulated import link_rows, rate_warnings
+from linkbench.analysis.emulated import link_rows, moved_notes, rate_warnings
 from linkbench.analysis.emulated import table as link_table
 from linkbench.analysis.inert import a_a_note, inert_reason, shape_of
 from linkbench.analysis.sequential import Design, sweep_design
@@ -177,8 +177,9 @@ def markdown(
         out += ["## Convergence: held-out accuracy", "", *convergence, ""]
     if breakdown := trace_table(configs):
         out += ["## Where the step goes (profile=trace)", "", TRACE_NOTE, "", *breakdown, ""]
-    if links := link_table(link_rows(configs)):
+    if links := link_table(rows := link_rows(configs)):
         out += ["## Emulated links: measured against the bytes", "", LINK_NOTE, "", *links, ""]
+        out += [*(moved := moved_notes(rows)), *([""] if moved else [])]
     if slow := rate_warnings(configs):
         out += ["## Emulated links slower than their set rate", "", *slow, ""]
     if unfinished := [j for j in jobs if j.get("status") != "completed"]:
