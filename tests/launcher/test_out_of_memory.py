@@ -31,30 +31,39 @@ def _own_memory_cgroup() -> tuple[Path, str] | None:
     return None
 
 
-@pytest.fixture
-def memory_cgroup() -> Iterator[Path]:
-    """A child memory cgroup with a 3 GB limit, removed (and emptied) after the test."""
+@contextlib.contextmanager
+def _cgroup(limit_bytes: int) -> Iterator[Path]:
+    """A child memory cgroup with this limit, removed (and emptied) after the test."""
     own = _own_memory_cgroup()
     if os.geteuid() != 0 or own is None:
         pytest.skip("needs root and a memory cgroup to make a child of")
     parent, limit_file = own
-    group = parent / f"linkbench-test-{os.getpid()}"
+    group = parent / f"linkbench-test-{os.getpid()}-{limit_bytes}"
     try:
         group.mkdir()
-        (group / limit_file).write_text(str(LIMIT_BYTES))
+        (group / limit_file).write_text(str(limit_bytes))
     except OSError as error:
         pytest.skip(f"cannot make a memory cgroup here: {error}")
-    yield group
-    for pid in (group / "cgroup.procs").read_text().split():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            group.rmdir()
-            break
-        except OSError:
-            time.sleep(0.2)
+    try:
+        yield group
+    finally:
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.2)
+
+
+@pytest.fixture
+def memory_cgroup() -> Iterator[Path]:
+    """A child memory cgroup with a 3 GB limit."""
+    with _cgroup(LIMIT_BYTES) as group:
+        yield group
 
 
 def _in_cgroup(group: Path, args: list[str]) -> subprocess.CompletedProcess:
@@ -87,24 +96,8 @@ def test_a_job_whose_one_rank_cannot_fit_is_refused_before_it_starts(tmp_path):
     """Before: in a 700 MB cgroup, batch=60000 was warned of ("about 1126 might fit") and
     started, and the kernel killed the launcher (it held ~800 MB of torch, oom_score_adj 0):
     exit 137, no sentence, no result.json."""
-    own = _own_memory_cgroup()
-    if os.geteuid() != 0 or own is None:
-        pytest.skip("needs root and a memory cgroup to make a child of")
-    parent, limit_file = own
-    group = parent / f"linkbench-test-small-{os.getpid()}"
-    try:
-        group.mkdir()
-        (group / limit_file).write_text(str(700 * 1024**2))
-    except OSError as error:
-        pytest.skip(f"cannot make a memory cgroup here: {error}")
-    try:
+    with _cgroup(700 * 1024**2) as group:
         done = _in_cgroup(group, ["batch=60000", f"hydra.run.dir={tmp_path / 'job'}"])
-    finally:
-        for _ in range(50):
-            with contextlib.suppress(OSError):
-                group.rmdir()
-                break
-            time.sleep(0.2)
     assert done.returncode == 2, done.stderr[-3000:]
     said = done.stderr.strip().splitlines()
     assert len(said) == 1 and "not even one rank would fit; lower batch (about" in said[0]
