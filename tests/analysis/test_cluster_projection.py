@@ -132,3 +132,31 @@ def test_the_command_prints_the_prediction_with_its_inputs(tmp_path, capsys):
     assert main([str(tmp_path / "b"), "--cluster", "2x2", "--inside", str(tmp_path / "i"),
                  "--json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["uplink_bytes"] == 1.5 * B
+
+
+@pytest.mark.parametrize(
+    ("loads", "words"),
+    [((1.2, 0.8), "within the host's cores"),
+     ((8.5, 1.0), "busier than its cores in the between-nodes job, so this prediction is not "
+                  "held to 15 %"),
+     ((None, None), "recorded no host load")],
+)  # fmt: skip
+def test_the_projection_says_what_load_its_inputs_were_measured_under(
+    tmp_path, capsys, loads, words
+):
+    """Before: on a busy host (load 5-14) HSDP's projection read +30 % and -18 % with no word
+    that its computing and inside-a-node pace came from runs that shared their cores."""
+    for name, result, load in (("b", _result(2, 2, 0.06), loads[0]),
+                               ("i", _result(2, 1, 0.7), loads[1])):  # fmt: skip
+        if load is None:
+            result["conditions"] = []
+        else:
+            result["conditions"] = [{"start": {"cpus_usable": 2, "load_1m": load},
+                                     "end": {"cpus_usable": 2, "load_1m": load / 2}}]  # fmt: skip
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(result))
+    args = [str(tmp_path / "b"), "--cluster", "2x2", "--inside", str(tmp_path / "i")]
+    assert main(args) == 0
+    assert words in capsys.readouterr().out
+    assert main([*args, "--json"]) == 0
+    assert words in json.loads(capsys.readouterr().out)["inputs_load"]

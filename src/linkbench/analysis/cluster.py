@@ -198,6 +198,42 @@ def predict(between: Measured, inside_gb_s: float, nodes: int, ranks: int) -> di
     }
 
 
+def host_load(result: JobResult) -> tuple[float, int] | None:
+    """The highest 1-minute load the host had at any run's start or end, and its usable
+    cores there; None where the job recorded none."""
+    points = [
+        point
+        for run in result.get("conditions") or []
+        for point in (run.get("start") or {}, run.get("end") or {})
+        if isinstance(point.get("load_1m"), (int, float))
+    ]
+    if not points:
+        return None
+    top = max(points, key=lambda p: p["load_1m"])
+    return float(top["load_1m"]), int(top.get("cpus_usable") or top.get("cpus") or 0)
+
+
+def load_caveat(loads: dict[str, tuple[float, int] | None]) -> str:
+    """What the projection's inputs were measured under, one sentence: the host's load in
+    each input job; where it passed the usable cores, that the figure is not held to 15 %
+    (its computing and the path inside a node slowed with the load, by an amount the
+    projection cannot know)."""
+    seen = {name: load for name, load in loads.items() if load is not None}
+    if not seen:
+        return "The input jobs recorded no host load: how busy the host was is not known."
+    said = ", ".join(
+        f"{load:g} on {cores} cores in the {name}" for name, (load, cores) in seen.items()
+    )
+    busy = [name for name, (load, cores) in seen.items() if cores and load > cores]
+    if busy:
+        return (
+            f"Inputs measured under host load {said}: busier than its cores in the "
+            f"{' and '.join(busy)}, so this prediction is not held to 15 % (its computing "
+            "and the path inside a node slowed by what else ran); measure them on a quiet host."
+        )
+    return f"Inputs measured under host load {said}: within the host's cores."
+
+
 def report(prediction: dict[str, float], between: Measured, inside_gb_s: float) -> str:
     """The projection in words, with its inputs."""
     p = prediction

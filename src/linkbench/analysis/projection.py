@@ -292,17 +292,23 @@ def _cluster(args: argparse.Namespace) -> int:
                 "--cluster and --inside go together: --cluster 2x2 --inside ONE_NODE_JOB_DIR"
             )
         nodes, ranks = cluster.parse_cluster(args.cluster)
-        between = cluster.measured(_result(args.job_dir), str(args.job_dir))
-        inside_gb_s = cluster.inside(_result(args.inside), str(args.inside))
+        between_job, inside_job = _result(args.job_dir), _result(args.inside)
+        between = cluster.measured(between_job, str(args.job_dir))
+        inside_gb_s = cluster.inside(inside_job, str(args.inside))
         prediction = cluster.predict(between, inside_gb_s, nodes, ranks)
+        loads = {
+            "between-nodes job": cluster.host_load(between_job),
+            "inside-a-node job": cluster.host_load(inside_job),
+        }
     except cluster.ClusterError as error:
         print(str(error), file=sys.stderr)
         return 2
+    caveat = cluster.load_caveat(loads)
     if args.json:
-        json.dump(prediction, sys.stdout, indent=2)
+        json.dump({**prediction, "inputs_load": caveat}, sys.stdout, indent=2)
         print()
     else:
-        print(cluster.report(prediction, between, inside_gb_s))
+        print(cluster.report(prediction, between, inside_gb_s), caveat)
     return 0
 
 
