@@ -84,7 +84,7 @@ def test_joblib_runs_a_rounds_jobs_together_when_asked_to(tmp_path):
     job failed: its ranks were told to use the worker's start method, 'loky')."""
     args = ["hydra/launcher=joblib", "hydra.sweeper.concurrent_jobs=true", "batch=2,3"]
     args += ["repeats=2"]
-    done = run_cli(["-m", *QUICK, *args, f"hydra.sweep.dir={tmp_path}"], timeout=300)
+    done = run_cli(["-m", *QUICK[:3], *args, f"hydra.sweep.dir={tmp_path}"], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     statuses = [load_result(job.parent)["status"] for job in tmp_path.glob("*/result.json")]
     assert statuses == ["completed"] * 4
