@@ -481,9 +481,12 @@ def test_a_namespace_that_only_looks_like_linkbenchs_is_never_touched():
 
 @needs_namespaces
 def test_an_emulated_job_runs_over_its_link_and_leaves_nothing(tmp_path):
+    """At 1 Gbit/s: two gloo ranks on 2 busy cores keep up with it (at 2 Gbit/s, under the
+    suite's own load, the probe once read 58 % of the rate: the cores, not the link)."""
     job = tmp_path / "job"
+    rate = 1.0
     iters = 8  # the 8 MiB row's window carries over 100 buckets' worth (below)
-    done = run_cli([*ALLREDUCE, f"task.iters={iters}", "interconnect.rate_gbit_s=2",
+    done = run_cli([*ALLREDUCE, f"task.iters={iters}", f"interconnect.rate_gbit_s={rate:g}",
                     f"hydra.run.dir={job}"])  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = load_result(job)
@@ -491,19 +494,19 @@ def test_an_emulated_job_runs_over_its_link_and_leaves_nothing(tmp_path):
     assert transport["verified"] is True, transport
     assert "between emulated addresses" in transport["reason"]
     link = result["link"]
-    assert link["rate_gbit_s"] == 2.0 and link["delay_ms"] == 0.0
+    assert link["rate_gbit_s"] == rate and link["delay_ms"] == 0.0
     assert all(uplink["tx_bytes"] > 8 << 20 for uplink in link["uplinks"])
     # The measured rate: the link probe, below the rate set and near what it lets through.
     measured = result["metrics"]["link_busbw_gb_s"]
-    assert 0.8 * payload_gb_s(2.0) < measured <= (1 + LIMIT_TOLERANCE) * payload_gb_s(2.0)
-    assert "above_limit" not in link and link["probe_calls"] == probe_calls(2.0, 2)
+    assert 0.8 * payload_gb_s(rate) < measured <= (1 + LIMIT_TOLERANCE) * payload_gb_s(rate)
+    assert "above_limit" not in link and link["probe_calls"] == probe_calls(rate, 2)
     # A timed window that carries 1/LIMIT_TOLERANCE buckets' worth is the rate, by physics.
     long = [r for r in result["collectives"]
-            if iters * r["bytes"] * LIMIT_TOLERANCE >= burst_bytes(2.0)]  # fmt: skip
+            if iters * r["bytes"] * LIMIT_TOLERANCE >= burst_bytes(rate)]  # fmt: skip
     assert long and not [r for r in long if r["above_limit"]], "a long transfer is the rate"
     manifest = json.loads((job / "manifest.json").read_text())
-    assert manifest["link"]["rate_gbit_s"] == 2.0
-    assert manifest["config"]["interconnect"]["rate_gbit_s"] == 2.0
+    assert manifest["link"]["rate_gbit_s"] == rate
+    assert manifest["config"]["interconnect"]["rate_gbit_s"] == rate
     hparams, _ = hparams_of_run(job)
     assert {"interconnect.rate_gbit_s", "interconnect.delay_ms"} <= hparams
     assert not [n for n in ours() if n not in BEFORE]
