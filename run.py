@@ -17,7 +17,8 @@ from linkbench.config.registry import group_names, register
 from linkbench.config.schema import Config
 from linkbench.errors import ConfigError, refuse
 
-register(project_root=Path(__file__).resolve().parent)
+ROOT = Path(__file__).resolve().parent
+register(project_root=ROOT)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -34,7 +35,7 @@ if __name__ == "__main__":
     arguments = command_line_overrides(sys.argv[1:])
     hydra_errors.install(arguments)  # Hydra's own errors on bad input: one sentence each
     try:  # before Hydra, whose hint would say "+key" and whose last override wins
-        problem = argument_problem(arguments, Config, group_names())
+        problem = argument_problem(arguments, Config, group_names(ROOT))
     except ConfigError as error:  # a sweep Hydra's sweeper cannot expand
         problem = str(error)
     if problem:

@@ -285,7 +285,11 @@ def test_a_download_that_cannot_reach_the_network_is_one_sentence(tmp_path):
 
 
 def test_keys_inside_a_dict_or_an_optional_dict_are_left_to_it():
-    from linkbench.config.overrides import unknown_key
+    from linkbench.config.overrides import argument_problem
+    from linkbench.config.registry import group_names
+
+    def unknown_key(arguments: list[str], schema: type) -> str | None:
+        return argument_problem(arguments, schema, group_names())
 
     known = ["strategy.comm_hook.hook._target_=x", "model.kwargs.depth=3"]
     assert unknown_key([*known, "optimizer.kwargs.eps=1e-6"], Config) is None

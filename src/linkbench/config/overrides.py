@@ -8,7 +8,7 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,20 +122,36 @@ def _kinds(kind: Any) -> list[Any]:
     return [kind]
 
 
-def _schema_keys(schema: type, prefix: str = "") -> dict[str, bool]:
-    """Every dotted key of a config dataclass -> whether anything may follow it (a dict or
-    an untyped field)."""
-    keys: dict[str, bool] = {}
+def _schema_fields(schema: type, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every dotted key of a config dataclass with its type hint, the keys of every option
+    of a group (task=...) included."""
     hints = typing.get_type_hints(schema)
     for each in dataclasses.fields(schema):
-        name = prefix + each.name
-        kinds = _kinds(hints.get(each.name))
-        keys[name] = any(k is Any or typing.get_origin(k) is dict or k is dict for k in kinds)
-        for kind in kinds:
+        name, hint = prefix + each.name, hints.get(each.name)
+        yield name, hint
+        for kind in _kinds(hint):
             if dataclasses.is_dataclass(kind) and isinstance(kind, type):
-                for option in (kind, *_subclasses(kind)):  # a group's options (task=...)
-                    keys.update(_schema_keys(option, name + "."))
-    return keys
+                for option in (kind, *_subclasses(kind)):
+                    yield from _schema_fields(option, name + ".")
+
+
+def _schema_keys(schema: type) -> dict[str, bool]:
+    """Every dotted key of a config dataclass -> whether anything may follow it (a dict or
+    an untyped field)."""
+    return {
+        name: any(k is Any or typing.get_origin(k) is dict or k is dict for k in _kinds(hint))
+        for name, hint in _schema_fields(schema)
+    }
+
+
+def _bool_keys(schema: type) -> dict[str, bool]:
+    """Every dotted key of a config dataclass that holds true or false -> whether it may
+    also be null."""
+    return {
+        name: type(None) in typing.get_args(hint)
+        for name, hint in _schema_fields(schema)
+        if _kinds(hint) == [bool]
+    }
 
 
 def _subclasses(kind: type) -> list[type]:
@@ -147,18 +163,11 @@ def _subclasses(kind: type) -> list[type]:
     return found
 
 
-def unknown_key(arguments: list[str], schema: type) -> str | None:
-    """One sentence for the first override that sets a key the config schema lacks, with
-    the nearest keys it has ("did you mean steps?"); None when every key is known. Keys
-    added with ``+``, Hydra's own and config groups' paths (``hydra/launcher``) are left to
-    Hydra. The options of other installed packages count: Hydra's plugin scan, which every
-    run makes anyway, imports their ``hydra_plugins`` modules, which store them."""
-    try:
-        parsed = parse(arguments)
-    except HydraException:
-        return None  # Hydra says what is wrong with the syntax itself
-    Plugins.instance()  # an outside option's dataclass, stored before its keys are read
-    keys = _schema_keys(schema)
+def _unknown_key(parsed: list[Override], keys: dict[str, bool], schema: type) -> str | None:
+    """One sentence for the first override that sets a key the config schema lacks
+    (``keys``: :func:`_schema_keys`), with the nearest keys it has ("did you mean steps?");
+    None when every key is known. Keys added with ``+``, Hydra's own and config groups'
+    paths (``hydra/launcher``) are left to Hydra."""
     for override in parsed:
         name = key(override)
         if override.is_add() or override.is_force_add() or "/" in name:
@@ -176,19 +185,22 @@ def unknown_key(arguments: list[str], schema: type) -> str | None:
 
 def argument_problem(arguments: list[str], schema: type, groups: set[str]) -> str | None:
     """One sentence for the first command-line override that cannot mean what it says, or
-    None: a key the schema lacks (:func:`unknown_key`); a key given twice where one of them
+    None: a key the schema lacks (:func:`_unknown_key`); a key given twice where one of them
     sweeps (Hydra keeps the last, silently dropping the other's values); a key of the
     schema deleted (``~steps``); a true/false key given anything else (OmegaConf reads
     ``eval.enabled=2`` as true); a list given to a config group of ``groups`` (Hydra
     merges the options listed into one, or fails inside itself) or to a key that holds
-    keys (``eval=[1]``)."""
-    if problem := unknown_key(arguments, schema):
-        return problem
+    keys (``eval=[1]``). The options of other installed packages count: Hydra's plugin
+    scan, which every run makes anyway, imports their ``hydra_plugins`` modules, which
+    store them."""
     try:
         parsed = parse(arguments)
     except HydraException:
-        return None
+        return None  # Hydra says what is wrong with the syntax itself
+    Plugins.instance()  # an outside option's dataclass, stored before its keys are read
     keys, flags = _schema_keys(schema), _bool_keys(schema)
+    if problem := _unknown_key(parsed, keys, schema):
+        return problem
     seen: dict[str, Override] = {}
     for override in parsed:
         name = key(override)
@@ -238,30 +250,15 @@ def _list_problem(
         one = f"a job takes one option of it: write {name}={value[0] if value else 'NAME'}"
         sweep = f"; to compare them, sweep them: -m {name}={listed}" if len(value) > 1 else ""
         return f"{text} gives the group {name} a list; {one}{sweep}."
-    inside = sorted(k.removeprefix(f"{name}.") for k in keys if k.startswith(f"{name}."))
-    if inside and "." not in inside[0]:
-        shown = ", ".join(k for k in inside if "." not in k)
+    inside = sorted(
+        {k.removeprefix(f"{name}.").split(".")[0] for k in keys if k.startswith(f"{name}.")}
+    )
+    if inside:
         return (
-            f"{text} gives {name} a list, and {name} holds keys ({shown}); set them one at a "
-            f"time, e.g. {name}.{inside[0]}=..."
+            f"{text} gives {name} a list, and {name} holds keys ({', '.join(inside)}); set them "
+            f"one at a time, e.g. {name}.{inside[0]}=..."
         )
     return None
-
-
-def _bool_keys(schema: type, prefix: str = "") -> dict[str, bool]:
-    """Every dotted key of a config dataclass that holds true or false -> whether it may
-    also be null."""
-    found: dict[str, bool] = {}
-    hints = typing.get_type_hints(schema)
-    for each in dataclasses.fields(schema):
-        kinds = _kinds(hints.get(each.name))
-        if kinds == [bool]:
-            found[prefix + each.name] = type(None) in typing.get_args(hints.get(each.name))
-        for kind in kinds:
-            if dataclasses.is_dataclass(kind) and isinstance(kind, type):
-                for option in (kind, *_subclasses(kind)):
-                    found |= _bool_keys(option, f"{prefix}{each.name}.")
-    return found
 
 
 def key_hint(name: str, schema: type) -> str:
