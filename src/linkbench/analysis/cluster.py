@@ -198,21 +198,6 @@ def predict(between: Measured, inside_gb_s: float, nodes: int, ranks: int) -> di
     }
 
 
-def host_load(result: JobResult) -> tuple[float, int] | None:
-    """The highest 1-minute load the host had at any run's start or end, and its usable
-    cores there; None where the job recorded none."""
-    points = [
-        point
-        for run in result.get("conditions") or []
-        for point in (run.get("start") or {}, run.get("end") or {})
-        if isinstance(point.get("load_1m"), (int, float))
-    ]
-    if not points:
-        return None
-    top = max(points, key=lambda p: p["load_1m"])
-    return float(top["load_1m"]), int(top.get("cpus_usable") or top.get("cpus") or 0)
-
-
 def load_caveat(loads: dict[str, tuple[float, int] | None]) -> str:
     """What the projection's inputs were measured under, one sentence: the host's load in
     each input job; where it passed the usable cores, that the figure is not held to 15 %

@@ -19,6 +19,7 @@ Nothing is dropped for it: the summary names the job, beside the verdicts.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from typing import Any
 
 from linkbench.result import JobResult
@@ -38,6 +39,22 @@ def _load(result: JobResult) -> float | None:
     ]
     known = [x for x in loads if isinstance(x, (int, float))]
     return max(known) if known else None
+
+
+def highest_load(jobs: Iterable[JobResult]) -> tuple[float, int] | None:
+    """The highest 1-minute load the host had at any run's start or end of these jobs, and
+    its usable cores there (0 where not recorded); None where no run recorded a load."""
+    points = [
+        point
+        for job in jobs
+        for run in job.get("conditions") or []
+        for point in (run.get("start") or {}, run.get("end") or {})
+        if isinstance(point.get("load_1m"), (int, float))
+    ]
+    if not points:
+        return None
+    top = max(points, key=lambda p: p["load_1m"])
+    return float(top["load_1m"]), int(top.get("cpus_usable") or top.get("cpus") or 0)
 
 
 def _throttles(result: JobResult) -> list[str]:

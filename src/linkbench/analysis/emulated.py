@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from linkbench.analysis.conditions import highest_load
 from linkbench.analysis.stats import Mean
 from linkbench.analysis.sweep import Configuration
 from linkbench.link.bandwidth import bus_factor
@@ -203,18 +204,9 @@ def inputs_moved(config: Configuration) -> str | None:
             sum(values) / len(values)
         ):
             said.append(f"the {what} read {min(values):.3g}-{max(values):.3g} GB/s across runs")
-    points = [
-        point
-        for job in config.jobs
-        for run in job.get("conditions") or []
-        for point in (run.get("start") or {}, run.get("end") or {})
-        if isinstance(point.get("load_1m"), (int, float))
-    ]
-    busy = [p for p in points if p["load_1m"] > (p.get("cpus_usable") or p.get("cpus") or 1)]
-    if busy:
-        top = max(busy, key=lambda p: p["load_1m"])
-        cores = top.get("cpus_usable") or top.get("cpus")
-        said.append(f"the host's load reached {top['load_1m']:g} on {cores} usable cores")
+    top = highest_load(config.jobs)
+    if top is not None and top[0] > (top[1] or 1):
+        said.append(f"the host's load reached {top[0]:g} on {top[1]} usable cores")
     return "; ".join(said) or None
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from linkbench.analysis import cluster
+from linkbench.analysis.conditions import highest_load
 from linkbench.analysis.measured_link import MeasuredLink, messages_of
 from linkbench.files import RESULT_FILE
 from linkbench.result import JobResult, UnknownLayout, read_result
@@ -297,8 +298,8 @@ def _cluster(args: argparse.Namespace) -> int:
         inside_gb_s = cluster.inside(inside_job, str(args.inside))
         prediction = cluster.predict(between, inside_gb_s, nodes, ranks)
         loads = {
-            "between-nodes job": cluster.host_load(between_job),
-            "inside-a-node job": cluster.host_load(inside_job),
+            "between-nodes job": highest_load([between_job]),
+            "inside-a-node job": highest_load([inside_job]),
         }
     except cluster.ClusterError as error:
         print(str(error), file=sys.stderr)
