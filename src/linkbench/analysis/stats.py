@@ -163,7 +163,7 @@ def welch_df(se_a: float, se_b: float, n_a: int, n_b: int) -> float:
     estimated from the runs' variances, is too large whenever the side with few runs
     happens to vary little, and so too narrow: two A/A sweeps of 3 and 8 runs (four
     configurations, Holm) named a winner in 7.2 % of pairs, 2 and 8 runs in 14.9 %; with
-    the cap 1.9 % and 0.0 %, equal runs unchanged (docs/statistics.md)."""
+    the cap 1.4 % and 0.0 % (benchmarks/unequal_runs.py), equal runs unchanged."""
     satterthwaite = (se_a + se_b) ** 2 / (se_a**2 / (n_a - 1) + se_b**2 / (n_b - 1))
     w_a, w_b = 1 / n_a, 1 / n_b
     equal_spreads = (w_a + w_b) ** 2 / (w_a**2 / (n_a - 1) + w_b**2 / (n_b - 1))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from linkbench.analysis.compare import ACCURACY_MARGIN, Comparison
+from linkbench.analysis.compare import ACCURACY_MARGIN, WINNERS, Comparison
 from linkbench.analysis.emulated import RATE_KEY, link_settings
 from linkbench.analysis.sequential import FUTILE_BELOW
 from linkbench.analysis.stats import MIN_INTERVAL_RUNS, Interval, Mean
@@ -133,7 +133,7 @@ def verdict_line(
     d = c.step_time_diff_ms
     if d is not None and d.has_interval and math.isfinite(d.low + d.high):
         line += f"; step time {d.estimate:+.2f} ms [{d.low:+.2f}, {d.high:+.2f}]"
-    if c.verdict in ("faster", "slower") and (shared := _rests_on_shared_cores(c)):
+    if c.verdict in WINNERS and (shared := _rests_on_shared_cores(c)):
         line += f" ({shared})"
     line += _lost(c)
     if c.outliers:

@@ -171,15 +171,17 @@ def _descends(pid: int, recorded: set[int]) -> bool:
     return False
 
 
-def _started_by(record: NetworkRecord, made: dict[str, int]) -> list[Process]:
+def _started_by(
+    record: NetworkRecord, made: dict[str, int], inside: dict[int, list[int]]
+) -> list[Process]:
     """The run's processes that still run: those its workers recorded (with their pid and
     start time), and the processes inside the namespaces it made that descend from one of
-    them or from its launcher, while it runs (its own end: its workers are its children's)."""
+    them or from its launcher, while it runs (its own end: its workers are its children's).
+    ``inside``: who runs in which namespace (:func:`_by_namespace`)."""
     recorded = [p for p in processes(record.token) if p.alive()]
     roots = {p.pid for p in recorded}
     if record.launcher.alive():
         roots.add(record.launcher.pid)
-    inside = _by_namespace()
     found = list(recorded)
     for inode in made.values():
         for pid in inside.get(inode, []):
@@ -209,10 +211,10 @@ def _remove(record: NetworkRecord) -> tuple[list[str], int, dict[str, list[int]]
     job removes it once that process has ended), then its records; the names removed, how
     many processes were stopped, and the namespaces left with the processes found in them."""
     made = record.made()
-    mine = _started_by(record, made)
+    inside = _by_namespace()  # one look at /proc: who runs in which namespace
+    mine = _started_by(record, made, inside)
     killed = sum(process.kill() for process in mine)
     ours = {process.pid for process in mine}
-    inside = _by_namespace()
     foreign = {
         name: pids
         for name, inode in made.items()
