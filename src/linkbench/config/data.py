@@ -267,7 +267,8 @@ class ImageFolderData(RootedData):
             "folder (data.root/<class>/<image>, or data.root/train/<class>/<image>).",
         )
         splits = {"train": self.train_root, **({"val": self.path / "val"} if self.has_val else {})}
-        problem = image_folder_problem(f"data.root={self.root}", splits)
+        found = {"train": classes} | {n: classes_of(f) for n, f in splits.items() if n != "train"}
+        problem = image_folder_problem(f"data.root={self.root}", splits, found)
         require(problem is None, str(problem))
         count = sum(len(images) for images in classes.values())
         train = count if self.has_val else count - max(1, round(count * self.eval_fraction))
