@@ -4,6 +4,7 @@ Each Hydra job starts its own world of DDP worker processes and returns its glob
 samples/s, so Hydra's sweepers can optimise it. Everything else lives in src/linkbench.
 """
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -15,7 +16,8 @@ from linkbench.config import hydra_errors
 from linkbench.config.overrides import argument_problem, command_line_overrides
 from linkbench.config.registry import group_names, register
 from linkbench.config.schema import Config
-from linkbench.errors import ConfigError, refuse
+from linkbench.errors import ConfigError, JobInterrupted, end, refuse
+from linkbench.launcher import interrupt
 
 ROOT = Path(__file__).resolve().parent
 register(project_root=ROOT)
@@ -32,6 +34,7 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    interrupt.listen()  # a Ctrl-C swallowed where Python raised it still stops the job
     arguments = command_line_overrides(sys.argv[1:])
     hydra_errors.install(arguments)  # Hydra's own errors on bad input: one sentence each
     try:  # before Hydra, whose hint would say "+key" and whose last override wins
@@ -40,4 +43,9 @@ if __name__ == "__main__":
         problem = str(error)
     if problem:
         refuse(ConfigError(problem))
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # outside any job: while Hydra composes, or between rounds
+        logging.disable(logging.INFO)  # torch's at-exit lines, left on by an import cut short
+        said = "stopped by SIGINT (Ctrl-C) outside any job; jobs that completed keep their results"
+        end(JobInterrupted(said), 130)

@@ -10,7 +10,8 @@ import contextlib
 import multiprocessing
 import os
 import signal
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from multiprocessing import forkserver
 
 from linkbench.config.machine import OutsideWorld
@@ -18,7 +19,9 @@ from linkbench.stop import LAUNCHER_PID
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
 # imports torch._dynamo, which takes seconds on its own.
-PRELOAD = ["torch", "torch._dynamo", "linkbench.worker.main"]
+# The last, linkbench.worker.forked, gives the workers SIGINT back (the server starts with
+# it ignored).
+PRELOAD = ["torch", "torch._dynamo", "linkbench.worker.main", "linkbench.worker.forked"]
 
 
 def start() -> None:
@@ -29,9 +32,27 @@ def start() -> None:
     # (linkbench.stop.watch_launcher), this process.
     os.environ[LAUNCHER_PID] = str(os.getpid())
     multiprocessing.set_forkserver_preload(PRELOAD)
-    forkserver.ensure_running()
+    with _ctrl_c_held():  # the server inherits SIGINT ignored: see linkbench.worker.forked
+        forkserver.ensure_running()
     atexit.unregister(_end)  # once, however many jobs started it
     atexit.register(_end)
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """SIGINT ignored for the block, which the processes started in it inherit (across exec);
+    blocked first, so that a Ctrl-C meanwhile waits for this process's own handler (Linux
+    queues a blocked signal even while it is ignored) instead of being lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def start_early(environ: Mapping[str, str]) -> None:

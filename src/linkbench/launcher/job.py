@@ -43,7 +43,7 @@ from linkbench.files import (
     replace_atomically,
     write_json,
 )
-from linkbench.launcher import stopping
+from linkbench.launcher import interrupt, stopping
 from linkbench.launcher.board_files import keep_earlier_events
 from linkbench.launcher.conditions import snapshot
 from linkbench.launcher.failures import first_failure, first_recorded_failure, ran_out_of_space
@@ -365,6 +365,7 @@ def run_job(cfg: DictConfig) -> float:
             end(failed, 1, said=True)  # the line above, without Hydra's around it
         raise failed from None
     except (KeyboardInterrupt, SignalException, Stopped) as error:
+        interrupt.taken()
         record.interrupt(f"interrupted ({type(error).__name__}: {error})")
         name = _signal_name(error)
         if hydra_cfg.mode == RunMode.MULTIRUN:

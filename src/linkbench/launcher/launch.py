@@ -33,6 +33,7 @@ from linkbench.config.overrides import sets
 from linkbench.config.plan import RunPlan
 from linkbench.errors import ConfigError
 from linkbench.files import disk_full, rank_error_file, rank_log
+from linkbench.launcher import interrupt
 from linkbench.launcher.forkserver import start as start_forkserver
 from linkbench.stop import LAUNCHER_PID
 from linkbench.worker.main import worker_main
@@ -52,6 +53,8 @@ class JobLogsSpecs(LogsSpecs):
         return str(self.log_dir)
 
     def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
+        # The elastic agent's last step before it starts the workers, in the main thread.
+        interrupt.raise_if_lost()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         _keep_previous_attempt(self.log_dir)
         ranks = range(len(envs))
@@ -144,6 +147,7 @@ def launch(plan: RunPlan, show_rank0: bool = True) -> dict[int, Any]:
             raise OSError(errno.ENOSPC, f"no space left in {plan.log_dir}") from error
         raise
     finally:
+        interrupt.listen()  # the agent left its own SIGINT handler in place
         # The launcher writes TORCHELASTIC_* variables into this process; the next job of a
         # sweep must start from the environment this one started from.
         os.environ.clear()

@@ -26,6 +26,7 @@ from typing import Any
 from linkbench.analysis.report import SummaryNotWritten, own_summary_settings, write_summary
 from linkbench.analysis.sweep import load_sweep
 from linkbench.files import SUMMARY_MD
+from linkbench.launcher import interrupt
 from linkbench.launcher.processes import children
 from linkbench.launcher.sweep_end import resume_command
 from linkbench.stop import alive
@@ -43,6 +44,7 @@ def request(signal_name: str) -> None:
     """Stop the sweep after the job in progress; a second signal now ends the process."""
     if not _requested:
         _requested.append(signal_name)
+    interrupt.taken()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
