@@ -87,6 +87,8 @@ class LinkRow:
     moved: str | None = None
     """How the inputs the prediction rests on moved across the runs (:func:`inputs_moved`),
     where they moved beyond what its 15 % can absorb."""
+    spans: Spans | None = None
+    """The lowest and highest reading of each input across runs (None: one run)."""
 
     def link_bytes(self) -> float:
         """Bytes per step through the busiest uplink, one way: predicted from the strategy's
@@ -120,11 +122,62 @@ class LinkRow:
         """Measured over predicted, less 1."""
         return self.step_ms.mean / self.predicted_ms() - 1
 
+    def span_ms(self) -> tuple[float, float]:
+        """The step time the inputs predict at their most favourable readings across runs
+        (fastest probes, least computing) and at their least: the prediction's interval
+        from its inputs' spread. A point (twice) where one run was measured."""
+        if self.spans is None:
+            return self.predicted_ms(), self.predicted_ms()
+        (link_low, link_high), (node_low, node_high), (compute_low, compute_high) = self.spans
+        fastest = replace(self, busbw_gb_s=link_high, node_busbw_gb_s=node_high,
+                          compute_ms=compute_low)  # fmt: skip
+        slowest = replace(self, busbw_gb_s=link_low, node_busbw_gb_s=node_low,
+                          compute_ms=compute_high)  # fmt: skip
+        return fastest.predicted_ms(), slowest.predicted_ms()
+
+    @property
+    def beyond(self) -> bool:
+        """Whether the inputs moved further than the figure's 15 % absorbs: the prediction
+        from their extreme readings lies more than HOLDS from the one from their means."""
+        low, high = self.span_ms()
+        point = self.predicted_ms()
+        return high > point * (1 + HOLDS) or low < point * (1 - HOLDS)
+
+
+HOLDS = 0.15
+"""How close a prediction comes to the measured step time on a quiet host (the known
+answers: tests/link/test_known_answers.py, benchmarks/RESULTS.md)."""
+
+Spans = tuple[tuple[float, float], tuple[float | None, float | None], tuple[float, float]]
+"""(link probe GB/s, node probe GB/s, computing ms of a synced step): each (lowest, highest)
+across runs."""
+
 
 def link_settings(config: Configuration) -> dict[str, Any] | None:
     """The emulated link a configuration ran on (None: not an emulated arm)."""
     link = config.first("link")
     return link if isinstance(link, dict) and "rate_gbit_s" in link else None
+
+
+def _computing(config: Configuration) -> list[float]:
+    """Each run's computing time of a synced step, as :func:`_step_parts` takes it."""
+    traced = [j["trace"]["mean"] for j in config.jobs if j.get("trace")]
+    found = [t["compute_only_ms"] + t["overlapped_ms"] for t in traced if "overlapped_ms" in t]
+    return found or config.values("compute_step_ms")
+
+
+def _spans(config: Configuration) -> Spans | None:
+    """Each input's lowest and highest reading across runs (None: fewer than two runs)."""
+    link, computing = config.values("link_busbw_gb_s"), _computing(config)
+    if len(link) < 2 or not computing:
+        return None
+    one_node = int((link_settings(config) or {}).get("nodes") or 0) == 1
+    node = link if one_node else config.values("node_busbw_gb_s")  # as _node_busbw takes it
+    return (
+        (min(link), max(link)),
+        (min(node), max(node)) if node else (None, None),
+        (min(computing), max(computing)),
+    )
 
 
 def _step_parts(config: Configuration) -> tuple[float, float, float, str] | None:
@@ -182,28 +235,33 @@ def link_rows(configs: list[Configuration]) -> list[LinkRow]:
                 node_bytes=_mean(config, "node_bytes_per_step_predicted") or 0.0,
                 node_busbw_gb_s=_node_busbw(config, link, busbw.mean),
                 moved=inputs_moved(config),
+                spans=_spans(config),
             )
         )
     return rows
 
 
 PROBE_SPREAD = 0.20
-"""A link or node probe whose runs read further apart than this share of their mean: the
-prediction, which takes their mean, then rests on a pace the runs did not share."""
+"""A link or node probe (or the computing) whose runs read further apart than this share of
+their mean: the prediction, which takes their mean, then rests on a pace the runs did not
+share."""
 
 
 def inputs_moved(config: Configuration) -> str | None:
-    """What moved under a configuration's prediction, in words, or None: its probes' readings
-    across runs (further apart than PROBE_SPREAD of their mean) and the host's load at the
-    runs' starts and ends (above its usable cores: the ranks' computing and the paths inside
-    a node then wait for other work)."""
+    """What moved under a configuration's prediction, in words, or None: its probes' and its
+    computing's readings across runs (further apart than PROBE_SPREAD of their mean) and the
+    host's load at the runs' starts and ends (above its usable cores: the ranks' computing
+    and the paths inside a node then wait for other work)."""
     said = []
-    for key, what in (("link_busbw_gb_s", "link probe"), ("node_busbw_gb_s", "node probe")):
-        values = config.values(key)
+    for what, values, unit in (
+        ("link probe", config.values("link_busbw_gb_s"), "GB/s"),
+        ("node probe", config.values("node_busbw_gb_s"), "GB/s"),
+        ("computing of a synced step", _computing(config), "ms"),
+    ):
         if len(values) > 1 and max(values) - min(values) > PROBE_SPREAD * (
             sum(values) / len(values)
         ):
-            said.append(f"the {what} read {min(values):.3g}-{max(values):.3g} GB/s across runs")
+            said.append(f"the {what} read {min(values):.3g}-{max(values):.3g} {unit} across runs")
     top = highest_load(config.jobs)
     if top is not None and top[0] > (top[1] or 1):
         said.append(f"the host's load reached {top[0]:g} on {top[1]} usable cores")
@@ -211,15 +269,25 @@ def inputs_moved(config: Configuration) -> str | None:
 
 
 def moved_notes(rows: list[LinkRow]) -> list[str]:
-    """One line per configuration whose prediction's inputs moved: its figure is not held to
-    the 15 % the known answers hold on a quiet host."""
-    return [
-        f"- {r.label}: measured / predicted {r.error:+.1%} rests on inputs that moved ({r.moved}); "
-        "on a busy host the probes, the computing and the paths inside a node move with the "
-        "load, so this figure is not held to the 15 % a quiet host gives (run it alone)"
-        for r in rows
-        if r.moved
-    ]
+    """One line per configuration whose prediction's inputs moved (:func:`inputs_moved`, or
+    a span beyond HOLDS): the interval its inputs' readings give, and that its figure is not
+    held to the 15 % the known answers hold on a quiet host."""
+    out = []
+    for r in rows:
+        if not (r.moved or r.beyond):
+            continue
+        low, high = r.span_ms()
+        out.append(
+            f"- {r.label}: measured / predicted {r.error:+.1%} rests on inputs that moved "
+            f"({r.moved or 'their readings across runs'}); from their lowest and highest "
+            f"readings the step is predicted at {low:.1f}-{high:.1f} ms, measured / predicted "
+            f"{r.step_ms.mean / high - 1:+.0%} to {r.step_ms.mean / low - 1:+.0%}"
+            + (f", wider than the {HOLDS:.0%} a prediction holds" if r.beyond else "")
+            + ". On a busy host the probes, the computing and the paths inside a node move "
+            "with the load, so this figure is not held to the 15 % a quiet host gives (run it "
+            "alone)"
+        )
+    return out
 
 
 def _node_busbw(config: Configuration, link: dict[str, Any], busbw: float) -> float | None:
@@ -261,6 +329,18 @@ NOTE = (
 )
 
 
+def _predicted(r: LinkRow) -> str:
+    """The predicted step and measured / predicted: points, or with the interval the inputs'
+    readings give where they moved."""
+    if not (r.moved or r.beyond):
+        return f"{r.predicted_ms():.1f} | {r.error:+.1%}"
+    low, high = r.span_ms()
+    return (
+        f"{r.predicted_ms():.1f} [{low:.1f}, {high:.1f}] | {r.error:+.1%} "
+        f"[{r.step_ms.mean / high - 1:+.0%}, {r.step_ms.mean / low - 1:+.0%}] (inputs moved)"
+    )
+
+
 def table(rows: list[LinkRow]) -> list[str]:
     """The summary's section: one line per configuration."""
     if not rows:
@@ -283,7 +363,6 @@ def table(rows: list[LinkRow]) -> list[str]:
             f"{r.rate_gbit_s:g} | {r.link_bytes() / 1e6:.3f} | {seen} | {r.busbw_gb_s:.4f} | "
             f"{r.node_bytes / 1e6:.3f} | {node_bw} | {step} | {r.compute_ms:.1f} | "
             f"{r.comm_ms():.1f} | {r.overlapped_ms:.1f} | "
-            f"{r.other_ms:.1f} ({r.source}) | {r.predicted_ms():.1f} | {r.error:+.1%}"
-            f"{' (inputs moved)' if r.moved else ''} |"
+            f"{r.other_ms:.1f} ({r.source}) | {_predicted(r)} |"
         )
     return out
