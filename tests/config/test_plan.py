@@ -524,7 +524,7 @@ def test_planning_decides_from_the_facts_and_touches_no_file(compose_config, tmp
     texts = ["interconnect=emulated", "interconnect.rate_gbit_s=1"]
     given = JobOverrides.of(texts)
     config = job_config(compose_config(texts), given, CPU)
-    facts = Facts(CPU, emulation_problem="interconnect=emulated could not make a namespace.")
+    facts = Facts(CPU, link_problem="interconnect=emulated could not make a namespace.")
     with pytest.raises(ConfigError, match="could not make a namespace"):
         make_plan(config, str(job_dir), given, facts)
 

@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from linkbench.config.groups import INTERCONNECTS
+from linkbench.config.links import INTERCONNECTS
 from linkbench.errors import ConfigError
 from linkbench.link.interconnect import plan_env
 

@@ -18,8 +18,8 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBas
 
 from linkbench.config.checks import require
 from linkbench.config.data import FORMER_KEYS, DataConfig
-from linkbench.config.groups import FORMER_LINK_KEYS
 from linkbench.config.hydra_errors import sentence
+from linkbench.config.links import FORMER_LINK_KEYS
 from linkbench.config.machine import Machine
 from linkbench.config.overrides import JobOverrides, key_hint
 from linkbench.config.registry import AUTO, auto_node, auto_options, options
@@ -79,7 +79,7 @@ def _without_former_keys(
 ) -> DictConfig | Mapping[str, Any]:
     """``cfg`` without the keys its data and interconnect options have none of that every
     option of their group had before each had its own (:data:`linkbench.config.data.FORMER_KEYS`,
-    :data:`linkbench.config.groups.FORMER_LINK_KEYS`): a rerun.yaml written then carries them
+    :data:`linkbench.config.links.FORMER_LINK_KEYS`): a rerun.yaml written then carries them
     all, and for this option they did nothing (an outside data option keeps its own)."""
     former: dict[str, list[str]] = {}
     for group, keys in (("data", FORMER_KEYS), ("interconnect", FORMER_LINK_KEYS)):

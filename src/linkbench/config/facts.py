@@ -1,7 +1,7 @@
 """What the launcher finds before a job is planned, read without changing anything: the
 machine, the data the data option reads, the checkpoint a resumed job continues from, and
-whether this host can emulate a link. :func:`linkbench.config.plan.make_plan` decides from
-these facts and the config; it reads, moves and writes no file itself
+whether this host can make the link the config asks for. :func:`linkbench.config.plan.make_plan`
+decides from these facts and the config; it reads, moves and writes no file itself
 (:mod:`linkbench.launcher.planning` gathers them and does what the plan says to the disk)."""
 
 from __future__ import annotations
@@ -22,5 +22,6 @@ class Facts:
     """What the data holds (:meth:`linkbench.config.data.DataConfig.survey`)."""
     checkpoint: CheckpointFound = field(default_factory=CheckpointFound)
     """The job directory's checkpoint, where ``resume=true``."""
-    emulation_problem: str | None = None
-    """Why this host cannot make the emulated link the config asks for (None: it can)."""
+    link_problem: str | None = None
+    """Why this host cannot make the link the config asks for (None: it can, or there is
+    none to make): :meth:`linkbench.config.links.LinkConfig.survey`."""

@@ -17,17 +17,14 @@ from linkbench.config.choices import (
     AutocastDtype,
     BackendName,
     Decay,
-    InterconnectName,
     ModelInput,
     NcclAlgo,
     NcclProto,
     PrecisionName,
     ProfileName,
     ScalingRule,
-    Transport,
     WarmupFrom,
 )
-from linkbench.link.emulated import NCCL_LINK_ONLY, rate_problem
 
 
 @dataclass
@@ -35,76 +32,6 @@ class BackendConfig:
     """``backend/``: the torch.distributed backend; ``auto`` picks nccl when GPUs are visible."""
 
     name: BackendName = BackendName.auto
-
-
-@dataclass
-class InterconnectConfig:
-    """``interconnect/``: how the ranks reach each other. The options that only choose NCCL's
-    transport (``auto``, ``nvlink``, ``pcie``, ``socket``) are YAML files of NCCL variables,
-    applied to this job's worker processes only; ``emulated``, which makes the link itself
-    and has settings of its own, is :class:`EmulatedInterconnect`."""
-
-    name: InterconnectName = InterconnectName.auto
-    description: str = ""
-    expected_transport: Transport = Transport.any
-    env: dict[str, str] = field(default_factory=dict)
-
-    def link(self) -> EmulatedInterconnect | None:
-        """The link this option makes (None: the machine's own)."""
-        return None
-
-
-@dataclass
-class EmulatedInterconnect(InterconnectConfig):
-    """``interconnect=emulated``: every rank (or every node of ranks) in a network namespace
-    of its own, reaching the others through a link shaped to a rate this option sets
-    (docs/emulated.md)."""
-
-    name: InterconnectName = InterconnectName.emulated
-    description: str = (
-        "Every rank in a network namespace of its own, joined through one bridge by a veth "
-        "pair shaped to interconnect.rate_gbit_s each way (tbf), with interconnect.delay_ms "
-        "one way between ranks (netem). Collectives cross it over sockets: gloo's, or NCCL's "
-        "NET/Socket transport (P2P, SHM, IB and NVLS off). Needs root; see docs/emulated.md."
-    )
-    expected_transport: Transport = Transport.NET
-    env: dict[str, str] = field(default_factory=lambda: dict(NCCL_LINK_ONLY))
-    rate_gbit_s: float = 1.0
-    """Each rank's link (each node's uplink), each direction, in Gbit/s (1e9 bits/s)."""
-    delay_ms: float = 0.0
-    """One-way delay between two ranks, in ms (netem)."""
-    jitter_ms: float = 0.0
-    """The delay's random variation, in ms (netem)."""
-    nodes: int | None = None
-    """The world split into this many nodes of equal size; the ranks of a node share its
-    namespace (an unshaped path inside the node) and each node reaches the others through its
-    uplink, shaped to ``rate_gbit_s``. null: one node per rank."""
-
-    def __post_init__(self) -> None:
-        require(
-            self.nodes is None or self.nodes >= 1,
-            f"interconnect.nodes={self.nodes} must be 1 or more (or null: one node per rank); "
-            "e.g. interconnect.nodes=2.",
-        )
-        problem = rate_problem(self.rate_gbit_s)  # above 0, at most a NIC's, probed in 60 s
-        require(problem is None, str(problem))
-        require_not_negative("interconnect.", delay_ms=self.delay_ms, jitter_ms=self.jitter_ms)
-        require(
-            self.jitter_ms <= self.delay_ms,
-            f"interconnect.jitter_ms={self.jitter_ms} varies the delay, so it must not exceed "
-            f"interconnect.delay_ms={self.delay_ms}; lower it or raise the delay.",
-        )
-
-    def link(self) -> EmulatedInterconnect:
-        return self
-
-
-# The interconnect options with settings of their own (the others are YAML files over
-# InterconnectConfig).
-INTERCONNECTS: dict[str, type[InterconnectConfig]] = {"emulated": EmulatedInterconnect}
-# Keys every interconnect option had before the emulated link's were its own: a rerun.yaml
-# written then carries them (null or 0) for every option.
-FORMER_LINK_KEYS = ("rate_gbit_s", "delay_ms", "jitter_ms", "nodes")
 
 
 @dataclass

@@ -45,7 +45,7 @@ from linkbench.config.scaling import LrSchedule, scaled_lr
 from linkbench.config.schema import Config, TaskSpec, training_only
 from linkbench.errors import ConfigError
 from linkbench.files import COMPILE_CACHE_DIR, LOG_DIR, CheckpointFound
-from linkbench.link.emulated import LinkSpec, arm_override_problem, rate_problem
+from linkbench.link.emulated import LinkSpec
 from linkbench.link.interconnect import EnvPlan, plan_env
 
 CPU_DEFAULT_DEVICES = 2
@@ -146,8 +146,8 @@ class JobPlan:
     def shape(self) -> JobShape:
         """What decides whether a swept setting can act on the job: its ranks, backend and
         emulated link's nodes (:mod:`linkbench.analysis.inert`)."""
-        link = self.config.interconnect.link()
-        nodes = (link.nodes or self.world_size) if link is not None else None
+        link = self.config.interconnect
+        nodes = (link.world_nodes() or self.world_size) if link.makes_link else None
         return JobShape(self.world_size, self.backend, nodes)
 
     def run(self, repeat: int = 0) -> RunPlan:
@@ -382,35 +382,6 @@ def _worker_variables(config: Config) -> dict[str, str]:
     return {**arm, **tuning}
 
 
-def _check_emulated(config: Config, facts: Facts, ranks: int) -> None:
-    """interconnect=emulated makes its ranks' namespaces itself, on this host, as root, at a
-    rate its link probe can measure for this job's ``ranks`` within its time."""
-    arm = config.interconnect.link()
-    if arm is None:
-        return
-    nodes = arm.nodes
-    require(
-        nodes is None or nodes <= ranks,
-        f"interconnect.nodes={nodes} is more nodes than this job's {ranks} rank(s); set at "
-        f"most interconnect.nodes={ranks}, or more devices.",
-    )
-    require(
-        nodes is None or ranks % nodes == 0,
-        f"interconnect.nodes={nodes} does not split this job's {ranks} ranks into nodes of "
-        f"equal size; choose a divisor of {ranks}, or devices= a multiple of {nodes}.",
-    )
-    problem = rate_problem(arm.rate_gbit_s, ranks)
-    require(problem is None, str(problem))
-    problem = arm_override_problem(str(arm.expected_transport), dict(arm.env))
-    require(problem is None, str(problem))
-    require(
-        facts.machine.outside is None,
-        "interconnect=emulated starts its ranks in network namespaces of its own and cannot "
-        "run under torchrun or SLURM; run python run.py on one host without them.",
-    )
-    require(facts.emulation_problem is None, str(facts.emulation_problem))
-
-
 def _given_text(given: JobOverrides, name: str) -> str:
     """The override that set ``name`` as the user typed it (``name`` where none did)."""
     texts = [t for t in given.texts if t.lstrip("+~").split("=", 1)[0] == name]
@@ -463,9 +434,8 @@ def make_plan(
     config = moved_settings(config, notes)
     config.strategy.check(config)  # its own keys, before the layout they make
     layout = _layout(config, nnodes * nproc)
-    link = config.interconnect.link()
-    nodes = link.nodes if link is not None else nnodes
-    strategy = config.strategy.resolve(config, nodes or nnodes, layout.data)
+    nodes = config.interconnect.world_nodes() or nnodes
+    strategy = config.strategy.resolve(config, nodes, layout.data)
     config = dataclasses.replace(config, strategy=strategy)
     task = config.task.spec()
     unused = [] if task.trains else training_only([*given.settings, *given.values])
@@ -495,8 +465,8 @@ def make_plan(
         config = _resolve_eval(config)
         _check_held_out(config, facts.data, layout.data)
         notes.extend(_scaling_notes(config))
-    _check_emulated(config, facts, nnodes * nproc)
-    if backend == "gloo" and config.interconnect.env and config.interconnect.link() is None:
+    config.interconnect.check(config, facts, nnodes * nproc)
+    if backend == "gloo" and config.interconnect.env and not config.interconnect.makes_link:
         notes.append(
             f"interconnect={config.interconnect.name} sets NCCL variables, which have no effect "
             "on backend=gloo."

@@ -14,7 +14,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from linkbench.config.data import DATA
-from linkbench.config.groups import INTERCONNECTS, ModelConfig, PrecisionConfig
+from linkbench.config.groups import ModelConfig, PrecisionConfig
+from linkbench.config.links import INTERCONNECTS
 from linkbench.config.schema import Config
 from linkbench.config.strategies import STRATEGIES
 from linkbench.config.tasks import TASKS
@@ -28,7 +29,7 @@ def options() -> dict[str, dict[str, type]]:
     """The options of the groups whose options are dataclasses of their own: group -> name
     -> the option's dataclass (:mod:`linkbench.config.tasks`, :mod:`.strategies`,
     :mod:`.data`, and the interconnect's with settings of their own,
-    :data:`~linkbench.config.groups.INTERCONNECTS`)."""
+    :data:`~linkbench.config.links.INTERCONNECTS`)."""
     return {"task": TASKS, "strategy": STRATEGIES, "data": DATA, "interconnect": INTERCONNECTS}
 
 

@@ -44,7 +44,6 @@ from linkbench.config.groups import (
     DDPConfig,
     DebugConfig,
     EvalConfig,
-    InterconnectConfig,
     ModelConfig,
     NcclConfig,
     OptimizerConfig,
@@ -52,6 +51,7 @@ from linkbench.config.groups import (
     ProfileConfig,
     ScalingConfig,
 )
+from linkbench.config.links import LinkConfig
 from linkbench.config.targets import import_class
 from linkbench.metrics import Metric
 
@@ -260,7 +260,7 @@ class Config:
     """A whole job. Top-level keys are the ones users sweep most."""
 
     backend: BackendConfig = field(default_factory=BackendConfig)
-    interconnect: InterconnectConfig = field(default_factory=InterconnectConfig)
+    interconnect: LinkConfig = field(default_factory=LinkConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -20,23 +20,18 @@ from linkbench.config.plan import JobPlan, job_config, make_plan
 from linkbench.config.runtime import PartsCheck, RuntimeOf
 from linkbench.config.schema import Config
 from linkbench.files import CheckpointFound, find_checkpoint, set_aside
-from linkbench.link.netns import emulation_problem
 
 
 def gather_facts(config: Config, job_dir: Path | None, machine: Machine) -> Facts:
     """What ``config`` needs known before it is planned, read only. Without a ``job_dir``
     (the sweeper checking a configuration before its job exists) no checkpoint is looked for."""
-    arm = config.interconnect.link()
-    emulation = None
-    if arm is not None and machine.outside is None:
-        emulation = emulation_problem(delay=bool(arm.delay_ms or arm.jitter_ms))
     return Facts(
         machine=machine,
         data=config.data.survey() if config.task.spec().trains else DataFound(),
         checkpoint=(
             find_checkpoint(job_dir) if config.resume and job_dir is not None else CheckpointFound()
         ),
-        emulation_problem=emulation,
+        link_problem=config.interconnect.survey(machine),
     )
 
 

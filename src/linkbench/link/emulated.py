@@ -120,7 +120,7 @@ def _duration(seconds: float) -> str:
 
 
 # What keeps NCCL's traffic on the emulated link: every other transport off, sockets only
-# (interconnect=emulated sets them, linkbench.config.groups.EmulatedInterconnect; an override
+# (interconnect=emulated sets them, linkbench.config.links.EmulatedInterconnect; an override
 # that undoes one leaves the link).
 NCCL_LINK_ONLY = {
     "NCCL_P2P_DISABLE": "1",

@@ -1,0 +1,153 @@
+"""``interconnect/``: how the ranks reach each other, the link's option in one place: its
+keys, their checks, and what the plan asks of it (:class:`LinkConfig`).
+
+The options that only choose NCCL's transport (``auto``, ``nvlink``, ``pcie``, ``socket``) are
+YAML files of NCCL variables over :class:`LinkConfig`, applied to this job's worker
+processes only; ``emulated``, which makes the link itself and has settings of its own, is
+:class:`EmulatedInterconnect`. The plan asks an option three things: what this host lacks to
+make it (:meth:`LinkConfig.survey`, asked once by the launcher, which gathers the facts),
+whether this job can run on it (:meth:`LinkConfig.check`) and how many nodes it splits the
+world into (:meth:`LinkConfig.world_nodes`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from linkbench.config.checks import require, require_not_negative
+from linkbench.config.choices import InterconnectName, Transport
+from linkbench.config.machine import Machine
+from linkbench.link.emulated import NCCL_LINK_ONLY, arm_override_problem, rate_problem
+
+if TYPE_CHECKING:
+    from linkbench.config.facts import Facts
+    from linkbench.config.schema import Config
+
+
+@dataclass
+class LinkConfig:
+    """An ``interconnect/`` option: the machine's own path, chosen by NCCL variables (the
+    YAML options), unless a subclass makes a link of its own."""
+
+    name: InterconnectName = InterconnectName.auto
+    description: str = ""
+    expected_transport: Transport = Transport.any
+    env: dict[str, str] = field(default_factory=dict)
+
+    makes_link: ClassVar[bool] = False
+    """Whether the option makes the path its ranks' traffic crosses (then it acts on gloo
+    too, and the job's nodes are the link's)."""
+
+    def link(self) -> EmulatedInterconnect | None:
+        """The link this option makes (None: the machine's own)."""
+        return None
+
+    def survey(self, machine: Machine) -> str | None:
+        """Why this host cannot make the link (None: it can, or there is none to make). It may
+        try the host (the launcher asks it once, while gathering the facts; never the plan)."""
+        return None
+
+    def check(self, config: Config, facts: Facts, ranks: int) -> None:
+        """Refuse, in one sentence naming the key, a job of ``ranks`` ranks this option cannot
+        carry on this host (``facts.link_problem``: :meth:`survey`'s answer)."""
+
+    def world_nodes(self) -> int | None:
+        """The nodes the link splits the world into, as set (None: not set; a link that is
+        made then makes one node per rank, and the machine's own path has the machine's)."""
+        return None
+
+
+InterconnectConfig = LinkConfig  # the name the schema's field and older imports use
+
+
+@dataclass
+class EmulatedInterconnect(LinkConfig):
+    """``interconnect=emulated``: every rank (or every node of ranks) in a network namespace
+    of its own, reaching the others through a link shaped to a rate this option sets
+    (docs/emulated.md)."""
+
+    name: InterconnectName = InterconnectName.emulated
+    description: str = (
+        "Every rank in a network namespace of its own, joined through one bridge by a veth "
+        "pair shaped to interconnect.rate_gbit_s each way (tbf), with interconnect.delay_ms "
+        "one way between ranks (netem). Collectives cross it over sockets: gloo's, or NCCL's "
+        "NET/Socket transport (P2P, SHM, IB and NVLS off). Needs root; see docs/emulated.md."
+    )
+    expected_transport: Transport = Transport.NET
+    env: dict[str, str] = field(default_factory=lambda: dict(NCCL_LINK_ONLY))
+    rate_gbit_s: float = 1.0
+    """Each rank's link (each node's uplink), each direction, in Gbit/s (1e9 bits/s)."""
+    delay_ms: float = 0.0
+    """One-way delay between two ranks, in ms (netem)."""
+    jitter_ms: float = 0.0
+    """The delay's random variation, in ms (netem)."""
+    nodes: int | None = None
+    """The world split into this many nodes of equal size; the ranks of a node share its
+    namespace (an unshaped path inside the node) and each node reaches the others through its
+    uplink, shaped to ``rate_gbit_s``. null: one node per rank."""
+
+    makes_link: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        require(
+            self.nodes is None or self.nodes >= 1,
+            f"interconnect.nodes={self.nodes} must be 1 or more (or null: one node per rank); "
+            "e.g. interconnect.nodes=2.",
+        )
+        problem = rate_problem(self.rate_gbit_s)  # above 0, at most a NIC's, probed in 60 s
+        require(problem is None, str(problem))
+        require_not_negative("interconnect.", delay_ms=self.delay_ms, jitter_ms=self.jitter_ms)
+        require(
+            self.jitter_ms <= self.delay_ms,
+            f"interconnect.jitter_ms={self.jitter_ms} varies the delay, so it must not exceed "
+            f"interconnect.delay_ms={self.delay_ms}; lower it or raise the delay.",
+        )
+
+    def link(self) -> EmulatedInterconnect:
+        return self
+
+    def survey(self, machine: Machine) -> str | None:
+        """Network namespaces, veth pairs and tc's token bucket (and netem, with a delay): made
+        and removed once, as a test (:func:`linkbench.link.netns.emulation_problem`). Not
+        under an outside launcher, which :meth:`check` refuses in a sentence of its own."""
+        if machine.outside is not None:
+            return None
+        from linkbench.link.netns import emulation_problem
+
+        return emulation_problem(delay=bool(self.delay_ms or self.jitter_ms))
+
+    def check(self, config: Config, facts: Facts, ranks: int) -> None:
+        """It makes its ranks' namespaces itself, on this host, as root, at a rate its link
+        probe can measure for this job's ``ranks`` within its time."""
+        nodes = self.nodes
+        require(
+            nodes is None or nodes <= ranks,
+            f"interconnect.nodes={nodes} is more nodes than this job's {ranks} rank(s); set at "
+            f"most interconnect.nodes={ranks}, or more devices.",
+        )
+        require(
+            nodes is None or ranks % nodes == 0,
+            f"interconnect.nodes={nodes} does not split this job's {ranks} ranks into nodes of "
+            f"equal size; choose a divisor of {ranks}, or devices= a multiple of {nodes}.",
+        )
+        problem = rate_problem(self.rate_gbit_s, ranks)
+        require(problem is None, str(problem))
+        problem = arm_override_problem(str(self.expected_transport), dict(self.env))
+        require(problem is None, str(problem))
+        require(
+            facts.machine.outside is None,
+            "interconnect=emulated starts its ranks in network namespaces of its own and cannot "
+            "run under torchrun or SLURM; run python run.py on one host without them.",
+        )
+        require(facts.link_problem is None, str(facts.link_problem))
+
+    def world_nodes(self) -> int | None:
+        return self.nodes
+
+
+# The interconnect options with settings of their own (the others are YAML files over
+# LinkConfig).
+INTERCONNECTS: dict[str, type[LinkConfig]] = {"emulated": EmulatedInterconnect}
+# Keys every interconnect option had before the emulated link's were its own: a rerun.yaml
+# written then carries them (null or 0) for every option.
+FORMER_LINK_KEYS = ("rate_gbit_s", "delay_ms", "jitter_ms", "nodes")
