@@ -1,8 +1,10 @@
 """One dataclass per config group (``conf/<group>/``), with the range checks beside its
 fields. The ``task`` and ``strategy`` groups, whose options differ in their keys, have their
 base in :mod:`linkbench.config.schema` and one dataclass per option
-(:mod:`linkbench.config.tasks`, :mod:`linkbench.config.strategies`). The whole job's
-:class:`~linkbench.config.schema.Config` holds them all."""
+(:mod:`linkbench.config.tasks`, :mod:`linkbench.config.strategies`); ``data`` and
+``interconnect`` have modules of their own (:mod:`linkbench.config.data`,
+:mod:`linkbench.config.links`). The whole job's :class:`~linkbench.config.schema.Config`
+holds them all."""
 
 from __future__ import annotations
 

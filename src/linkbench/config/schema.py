@@ -4,7 +4,9 @@ registration in Hydra's ConfigStore.
 Every config group under ``conf/`` has one dataclass (:mod:`linkbench.config.groups`, its
 enums in :mod:`linkbench.config.choices`); the groups whose options differ in their keys,
 ``task`` and ``strategy``, have one dataclass per option (:mod:`linkbench.config.tasks`,
-:mod:`linkbench.config.strategies`) on a base there. The top-level :class:`Config` is
+:mod:`linkbench.config.strategies`) on a base there, and ``data`` and ``interconnect`` have
+their options in modules of their own (:mod:`linkbench.config.data`,
+:mod:`linkbench.config.links`). The top-level :class:`Config` is
 registered in Hydra's ConfigStore as ``linkbench_schema`` and
 is the first entry of ``conf/config.yaml``'s defaults list, so every group option is merged
 into a typed node.
