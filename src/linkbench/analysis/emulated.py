@@ -135,6 +135,14 @@ class LinkRow:
                           compute_ms=compute_high)  # fmt: skip
         return fastest.predicted_ms(), slowest.predicted_ms()
 
+    def error_span(self) -> tuple[float, float] | None:
+        """Measured over the ends of :meth:`span_ms`, less 1, where the figure is stated as
+        that interval (its inputs moved, or span beyond HOLDS); None where it is a point."""
+        if not (self.moved or self.beyond):
+            return None
+        low, high = self.span_ms()
+        return self.step_ms.mean / high - 1, self.step_ms.mean / low - 1
+
     @property
     def beyond(self) -> bool:
         """Whether the inputs moved further than the figure's 15 % absorbs: the prediction
@@ -171,8 +179,7 @@ def _spans(config: Configuration) -> Spans | None:
     link, computing = config.values("link_busbw_gb_s"), _computing(config)
     if len(link) < 2 or not computing:
         return None
-    one_node = int((link_settings(config) or {}).get("nodes") or 0) == 1
-    node = link if one_node else config.values("node_busbw_gb_s")  # as _node_busbw takes it
+    node = config.values(_node_key(link_settings(config) or {}))
     return (
         (min(link), max(link)),
         (min(node), max(node)) if node else (None, None),
@@ -233,7 +240,7 @@ def link_rows(configs: list[Configuration]) -> list[LinkRow]:
                 uplink_predicted=uplink,
                 uplink_seen=_mean(config, "uplink_bytes_per_step"),
                 node_bytes=_mean(config, "node_bytes_per_step_predicted") or 0.0,
-                node_busbw_gb_s=_node_busbw(config, link, busbw.mean),
+                node_busbw_gb_s=_mean(config, _node_key(link)),
                 moved=inputs_moved(config),
                 spans=_spans(config),
             )
@@ -274,14 +281,14 @@ def moved_notes(rows: list[LinkRow]) -> list[str]:
     held to the 15 % the known answers hold on a quiet host."""
     out = []
     for r in rows:
-        if not (r.moved or r.beyond):
+        if (errors := r.error_span()) is None:
             continue
         low, high = r.span_ms()
         out.append(
             f"- {r.label}: measured / predicted {r.error:+.1%} rests on inputs that moved "
             f"({r.moved or 'their readings across runs'}); from their lowest and highest "
             f"readings the step is predicted at {low:.1f}-{high:.1f} ms, measured / predicted "
-            f"{r.step_ms.mean / high - 1:+.0%} to {r.step_ms.mean / low - 1:+.0%}"
+            f"{errors[0]:+.0%} to {errors[1]:+.0%}"
             + (f", wider than the {HOLDS:.0%} a prediction holds" if r.beyond else "")
             + ". On a busy host the probes, the computing and the paths inside a node move "
             "with the load, so this figure is not held to the 15 % a quiet host gives (run it "
@@ -290,11 +297,10 @@ def moved_notes(rows: list[LinkRow]) -> list[str]:
     return out
 
 
-def _node_busbw(config: Configuration, link: dict[str, Any], busbw: float) -> float | None:
-    """The node path's bus bandwidth: the node probe's; on one node, the link probe's."""
-    if int(link.get("nodes") or 0) == 1:
-        return busbw
-    return _mean(config, "node_busbw_gb_s")
+def _node_key(link: dict[str, Any]) -> str:
+    """The metric that measured the node path: the node probe's; on one node, the link
+    probe's, which ran inside it."""
+    return "link_busbw_gb_s" if int(link.get("nodes") or 0) == 1 else "node_busbw_gb_s"
 
 
 def _mean(config: Configuration, key: str) -> float | None:
@@ -332,12 +338,12 @@ NOTE = (
 def _predicted(r: LinkRow) -> str:
     """The predicted step and measured / predicted: points, or with the interval the inputs'
     readings give where they moved."""
-    if not (r.moved or r.beyond):
+    if (errors := r.error_span()) is None:
         return f"{r.predicted_ms():.1f} | {r.error:+.1%}"
     low, high = r.span_ms()
     return (
         f"{r.predicted_ms():.1f} [{low:.1f}, {high:.1f}] | {r.error:+.1%} "
-        f"[{r.step_ms.mean / high - 1:+.0%}, {r.step_ms.mean / low - 1:+.0%}] (inputs moved)"
+        f"[{errors[0]:+.0%}, {errors[1]:+.0%}] (inputs moved)"
     )
 
 

@@ -4,20 +4,20 @@ keys, their checks, and what the plan asks of it (:class:`LinkConfig`).
 The options that only choose NCCL's transport (``auto``, ``nvlink``, ``pcie``, ``socket``) are
 YAML files of NCCL variables over :class:`LinkConfig`, applied to this job's worker
 processes only; ``emulated``, which makes the link itself and has settings of its own, is
-:class:`EmulatedInterconnect`. The plan asks an option three things: what this host lacks to
-make it (:meth:`LinkConfig.survey`, asked once by the launcher, which gathers the facts),
-whether this job can run on it (:meth:`LinkConfig.check`) and how many nodes it splits the
-world into (:meth:`LinkConfig.world_nodes`)."""
+:class:`EmulatedInterconnect`. The plan asks an option what it makes (:meth:`LinkConfig.link`),
+what this host lacks to make it (:meth:`LinkConfig.survey`, asked once by the launcher, which
+gathers the facts) and whether this job can run on it (:meth:`LinkConfig.check`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from linkbench.config.checks import require, require_not_negative
 from linkbench.config.choices import InterconnectName, Transport
 from linkbench.config.machine import Machine
 from linkbench.link.emulated import NCCL_LINK_ONLY, arm_override_problem, rate_problem
+from linkbench.link.netns import emulation_problem
 
 if TYPE_CHECKING:
     from linkbench.config.facts import Facts
@@ -34,10 +34,6 @@ class LinkConfig:
     expected_transport: Transport = Transport.any
     env: dict[str, str] = field(default_factory=dict)
 
-    makes_link: ClassVar[bool] = False
-    """Whether the option makes the path its ranks' traffic crosses (then it acts on gloo
-    too, and the job's nodes are the link's)."""
-
     def link(self) -> EmulatedInterconnect | None:
         """The link this option makes (None: the machine's own)."""
         return None
@@ -50,14 +46,6 @@ class LinkConfig:
     def check(self, config: Config, facts: Facts, ranks: int) -> None:
         """Refuse, in one sentence naming the key, a job of ``ranks`` ranks this option cannot
         carry on this host (``facts.link_problem``: :meth:`survey`'s answer)."""
-
-    def world_nodes(self) -> int | None:
-        """The nodes the link splits the world into, as set (None: not set; a link that is
-        made then makes one node per rank, and the machine's own path has the machine's)."""
-        return None
-
-
-InterconnectConfig = LinkConfig  # the name the schema's field and older imports use
 
 
 @dataclass
@@ -86,8 +74,6 @@ class EmulatedInterconnect(LinkConfig):
     namespace (an unshaped path inside the node) and each node reaches the others through its
     uplink, shaped to ``rate_gbit_s``. null: one node per rank."""
 
-    makes_link: ClassVar[bool] = True
-
     def __post_init__(self) -> None:
         require(
             self.nodes is None or self.nodes >= 1,
@@ -112,8 +98,6 @@ class EmulatedInterconnect(LinkConfig):
         under an outside launcher, which :meth:`check` refuses in a sentence of its own."""
         if machine.outside is not None:
             return None
-        from linkbench.link.netns import emulation_problem
-
         return emulation_problem(delay=bool(self.delay_ms or self.jitter_ms))
 
     def check(self, config: Config, facts: Facts, ranks: int) -> None:
@@ -140,9 +124,6 @@ class EmulatedInterconnect(LinkConfig):
             "run under torchrun or SLURM; run python run.py on one host without them.",
         )
         require(facts.link_problem is None, str(facts.link_problem))
-
-    def world_nodes(self) -> int | None:
-        return self.nodes
 
 
 # The interconnect options with settings of their own (the others are YAML files over

@@ -146,8 +146,8 @@ class JobPlan:
     def shape(self) -> JobShape:
         """What decides whether a swept setting can act on the job: its ranks, backend and
         emulated link's nodes (:mod:`linkbench.analysis.inert`)."""
-        link = self.config.interconnect
-        nodes = (link.world_nodes() or self.world_size) if link.makes_link else None
+        link = self.config.interconnect.link()
+        nodes = (link.nodes or self.world_size) if link is not None else None
         return JobShape(self.world_size, self.backend, nodes)
 
     def run(self, repeat: int = 0) -> RunPlan:
@@ -434,8 +434,9 @@ def make_plan(
     config = moved_settings(config, notes)
     config.strategy.check(config)  # its own keys, before the layout they make
     layout = _layout(config, nnodes * nproc)
-    nodes = config.interconnect.world_nodes() or nnodes
-    strategy = config.strategy.resolve(config, nodes, layout.data)
+    link = config.interconnect.link()
+    nodes = link.nodes if link is not None else nnodes
+    strategy = config.strategy.resolve(config, nodes or nnodes, layout.data)
     config = dataclasses.replace(config, strategy=strategy)
     task = config.task.spec()
     unused = [] if task.trains else training_only([*given.settings, *given.values])
@@ -466,7 +467,7 @@ def make_plan(
         _check_held_out(config, facts.data, layout.data)
         notes.extend(_scaling_notes(config))
     config.interconnect.check(config, facts, nnodes * nproc)
-    if backend == "gloo" and config.interconnect.env and not config.interconnect.makes_link:
+    if backend == "gloo" and config.interconnect.env and config.interconnect.link() is None:
         notes.append(
             f"interconnect={config.interconnect.name} sets NCCL variables, which have no effect "
             "on backend=gloo."
