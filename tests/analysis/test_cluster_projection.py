@@ -10,6 +10,8 @@ import pytest
 from linkbench.analysis.cluster import ClusterError, core_share, measured, parse_cluster, predict
 from linkbench.analysis.projection import main
 
+from .fakes import BESIDE_A_HOG, OWN_ONLY, run_conditions
+
 B = 40e6  # gradient bytes
 
 
@@ -135,24 +137,28 @@ def test_the_command_prints_the_prediction_with_its_inputs(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("loads", "words"),
-    [((1.2, 0.8), "within the host's cores"),
-     ((8.5, 1.0), "busier than its cores in the between-nodes job, so this prediction is not "
-                  "held to 15 %"),
-     ((None, None), "recorded no host load")],
+    ("runs", "words"),
+    [([run_conditions(4.5, OWN_ONLY), run_conditions(4.5, OWN_ONLY)],
+      "on a quiet host (in the between-nodes job, other programs kept 0.05 of its 2 usable"),
+     ([run_conditions(4.5, BESIDE_A_HOG), run_conditions(4.5, OWN_ONLY)],
+      "busy host (in the between-nodes job, other programs kept 0.90 of its 2 usable cores "
+      "busy; in the inside-a-node job, other programs kept 0.05 of its 2 usable cores busy): "
+      "in the between-nodes job, so this prediction is not held to 15 %"),
+     ([run_conditions(1.2), run_conditions(0.8)],
+      "on a quiet host (in the between-nodes job, the host's load reached 1.2 on 2 usable cores"),
+     ([run_conditions(8.5), run_conditions(1.0)],
+      "in the between-nodes job, so this prediction is not held to 15 %"),
+     ([None, None], "recorded no host load")],
 )  # fmt: skip
-def test_the_projection_says_what_load_its_inputs_were_measured_under(
-    tmp_path, capsys, loads, words
-):
+def test_the_projection_says_how_busy_the_host_was_under_its_inputs(tmp_path, capsys, runs, words):
     """Before: on a busy host (load 5-14) HSDP's projection read +30 % and -18 % with no word
-    that its computing and inside-a-node pace came from runs that shared their cores."""
-    for name, result, load in (("b", _result(2, 2, 0.06), loads[0]),
-                               ("i", _result(2, 1, 0.7), loads[1])):  # fmt: skip
-        if load is None:
-            result["conditions"] = []
-        else:
-            result["conditions"] = [{"start": {"cpus_usable": 2, "load_1m": load},
-                                     "end": {"cpus_usable": 2, "load_1m": load / 2}}]  # fmt: skip
+    that its computing and inside-a-node pace came from runs that shared their cores. The
+    load average counts a run's own ranks (4 on 2 cores read above the cores on a quiet
+    host, and in CI); where a run recorded its CPU seconds, the other programs' share is
+    what counts."""
+    for name, result, run in (("b", _result(2, 2, 0.06), runs[0]),
+                              ("i", _result(2, 1, 0.7), runs[1])):  # fmt: skip
+        result["conditions"] = [] if run is None else [run]
         (tmp_path / name).mkdir()
         (tmp_path / name / "result.json").write_text(json.dumps(result))
     args = [str(tmp_path / "b"), "--cluster", "2x2", "--inside", str(tmp_path / "i")]

@@ -14,7 +14,7 @@ from linkbench.analysis.report import main as report_main
 from linkbench.errors import ConfigError
 from linkbench.files import ROUNDS_FILE, SUMMARY_MD
 
-from .fakes import fake_job
+from .fakes import BESIDE_A_HOG, OWN_ONLY, fake_job, run_conditions
 
 
 def _sweep(tmp_path, rounds_text: str):
@@ -100,19 +100,25 @@ def test_a_verdict_resting_on_cores_the_host_shares_says_so(tmp_path, inside_byt
 
 
 @pytest.mark.parametrize(
-    ("busbw", "load", "said"),
-    [((0.06, 0.06, 0.061), 1.0, None),
-     ((0.105, 0.671, 0.3), 1.0, "the link probe read 0.105-0.671 GB/s across runs"),
-     ((0.06, 0.06, 0.061), 14.0, "the host's load reached 14 on 2 usable cores")],
+    ("busbw", "run", "said"),
+    [((0.06, 0.06, 0.061), run_conditions(1.0), None),
+     ((0.105, 0.671, 0.3), run_conditions(1.0),
+      "the link probe read 0.105-0.671 GB/s across runs"),
+     ((0.06, 0.06, 0.061), run_conditions(14.0), "the host's load reached 14 on 2 usable cores"),
+     ((0.06, 0.06, 0.061), run_conditions(4.5, OWN_ONLY), None),  # its own ranks' load
+     ((0.06, 0.06, 0.061), run_conditions(4.5, BESIDE_A_HOG),
+      "other programs kept 0.90 of its 2 usable cores busy")],
 )  # fmt: skip
-def test_a_prediction_whose_inputs_moved_says_so(tmp_path, busbw, load, said):
+def test_a_prediction_whose_inputs_moved_says_so(tmp_path, busbw, run, said):
     """On a busy host (load 5-14 on 2 cores) 6 of 19 runs read outside 15 % of their
     prediction while the link probe read 0.105-0.671 GB/s across runs of one topology, and
-    the table stated the error with no caveat. A prediction whose probes' readings or host
-    load moved says so beside its figure; a quiet one says nothing more."""
+    the table stated the error with no caveat. A prediction whose probes' readings moved, or
+    whose runs had other programs beside them, says so beside its figure; a quiet one says
+    nothing more. A load above the cores from the run's own ranks (4 on 2 cores) is no other
+    work: the load average counts them, the CPU seconds a run records tell them apart (the
+    load is read only where a run has no CPU seconds)."""
     link = {"rate_gbit_s": 0.5, "nodes": 2, "ranks_per_node": 1}
-    conditions = [{"start": {"load_1m": load, "cpus_usable": 2},
-                   "end": {"load_1m": 1.0, "cpus_usable": 2}}]  # fmt: skip
+    conditions = [run]
     for round_, reading in enumerate(busbw):
         for arm in ("ddp", "fsdp"):
             extra = {"link_busbw_gb_s": reading, "comm_bytes_per_step": 46.8e6,

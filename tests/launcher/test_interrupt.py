@@ -5,8 +5,8 @@ garbage collector runs them anywhere, often during a job's set-up) it is printed
 "Exception ignored" and dropped, and the job's workers then started and trained on (seen
 once in CI, with a sweep that ran 60 s past the Ctrl-C). The launcher remembers the signal
 and raises it again before any worker starts. The workers' forkserver imports torch with
-SIGINT ignored (a Ctrl-C then printed a traceback of those imports), and gives its workers
-Python's own handler back."""
+SIGINT blocked (a Ctrl-C then printed a traceback of those imports), and its workers unblock
+it, with Python's own handler."""
 
 from __future__ import annotations
 
@@ -60,16 +60,31 @@ def test_a_ctrl_c_swallowed_in_a_finalizer_still_stops_the_job_before_its_worker
 
 
 def test_the_forkserver_ignores_ctrl_c_while_it_imports_and_its_workers_do_not():
+    """Also: a Ctrl-C while the server starts reaches the launcher although another of its
+    threads was free to take the signal (ignoring SIGINT for the start lost it there)."""
     script = """
-import os, signal, sys, time
+import os, signal, sys, threading, time
 from multiprocessing import forkserver, get_context
 from linkbench.launcher import forkserver as ours
-ours.start()
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+starting = forkserver.ensure_running
+def typed_meanwhile():
+    os.kill(os.getpid(), signal.SIGINT)  # to the process: any thread not blocking it takes it
+    time.sleep(0.5)
+    starting()
+forkserver.ensure_running = typed_meanwhile
+try:
+    ours.start()
+    print("lost")
+except KeyboardInterrupt:
+    print("stopped")
 server = forkserver._forkserver._forkserver_pid
 os.kill(server, signal.SIGINT)  # Ctrl-C while it imports torch
 with get_context("forkserver").Pool(1) as pool:
     handler = pool.apply(signal.getsignal, (signal.SIGINT,))
-print(handler is signal.default_int_handler, os.path.exists(f"/proc/{server}"))
+    blocked = pool.apply(signal.pthread_sigmask, (signal.SIG_BLOCK, []))
+print(handler is signal.default_int_handler, signal.SIGINT not in blocked)
+print(os.path.exists(f"/proc/{server}"))
 """
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -80,7 +95,9 @@ print(handler is signal.default_int_handler, os.path.exists(f"/proc/{server}"))
         timeout=180,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["True", "True"], "workers: Python's handler; server: alive"
+    assert done.stdout.split()[0] == "stopped", "the Ctrl-C at the server's start was lost"
+    assert done.stdout.split()[1:] == ["True", "True", "True"], "workers: Python's handler, "
+    "SIGINT unblocked; server: alive"
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
 
 

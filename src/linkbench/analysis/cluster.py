@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from linkbench.analysis.conditions import HostWork
 from linkbench.analysis.emulated import comm_ms
 from linkbench.link.crossing import Call, node_bytes, uplink_bytes
 from linkbench.result import JobResult
@@ -198,25 +199,23 @@ def predict(between: Measured, inside_gb_s: float, nodes: int, ranks: int) -> di
     }
 
 
-def load_caveat(loads: dict[str, tuple[float, int] | None]) -> str:
-    """What the projection's inputs were measured under, one sentence: the host's load in
-    each input job; where it passed the usable cores, that the figure is not held to 15 %
-    (its computing and the path inside a node slowed with the load, by an amount the
-    projection cannot know)."""
-    seen = {name: load for name, load in loads.items() if load is not None}
+def work_caveat(work: dict[str, HostWork | None]) -> str:
+    """What the projection's inputs were measured beside, one sentence: the other work on the
+    host in each input job (:class:`HostWork`); where the host was busy, that the figure is
+    not held to 15 % (its computing and the path inside a node slowed with the other work,
+    by an amount the projection cannot know)."""
+    seen = {name: w for name, w in work.items() if w is not None}
     if not seen:
         return "The input jobs recorded no host load: how busy the host was is not known."
-    said = ", ".join(
-        f"{load:g} on {cores} cores in the {name}" for name, (load, cores) in seen.items()
-    )
-    busy = [name for name, (load, cores) in seen.items() if cores and load > cores]
+    said = "; ".join(f"in the {name}, {w}" for name, w in seen.items())
+    busy = [name for name, w in seen.items() if w.busy]
     if busy:
         return (
-            f"Inputs measured under host load {said}: busier than its cores in the "
-            f"{' and '.join(busy)}, so this prediction is not held to 15 % (its computing "
-            "and the path inside a node slowed by what else ran); measure them on a quiet host."
+            f"Inputs measured on a busy host ({said}): in the {' and '.join(busy)}, so this "
+            "prediction is not held to 15 % (its computing and the path inside a node slowed "
+            "by what else ran); measure them on a quiet host."
         )
-    return f"Inputs measured under host load {said}: within the host's cores."
+    return f"Inputs measured on a quiet host ({said})."
 
 
 def report(prediction: dict[str, float], between: Measured, inside_gb_s: float) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from linkbench.result import JobResult
@@ -41,20 +42,65 @@ def _load(result: JobResult) -> float | None:
     return max(known) if known else None
 
 
-def highest_load(jobs: Iterable[JobResult]) -> tuple[float, int] | None:
-    """The highest 1-minute load the host had at any run's start or end of these jobs, and
-    its usable cores there (0 where not recorded); None where no run recorded a load."""
+OTHER_CORES = 0.25
+"""Other programs' share of the usable cores, averaged over a run, from which the host was
+busy for the run: its ranks' computing and the paths inside a node waited for other work."""
+
+
+@dataclass(frozen=True)
+class HostWork:
+    """How busy the host was with other work during the busiest of some runs: other programs'
+    cores on average over the run where the run recorded its CPU seconds, else (older
+    records) the highest 1-minute load at a run's start or end, which counts the run's own
+    ranks too."""
+
+    figure: float
+    cores: int
+    other: bool
+    """The figure is other programs' cores (else the load average)."""
+
+    @property
+    def busy(self) -> bool:
+        """Other programs took more than OTHER_CORES of a core, or the load passed the cores."""
+        return self.figure > OTHER_CORES if self.other else self.figure > (self.cores or 1)
+
+    def __str__(self) -> str:
+        if self.other:
+            return f"other programs kept {self.figure:.2f} of its {self.cores} usable cores busy"
+        return f"the host's load reached {self.figure:g} on {self.cores} usable cores"
+
+
+def host_work(jobs: Iterable[JobResult]) -> HostWork | None:
+    """The busiest run of these jobs (:class:`HostWork`); None where no run recorded either."""
+    runs = [run for job in jobs for run in job.get("conditions") or []]
+    other = [o for o in map(_other_cores, runs) if o is not None]
+    if other:
+        return HostWork(*max(other), other=True)
     points = [
         point
-        for job in jobs
-        for run in job.get("conditions") or []
+        for run in runs
         for point in (run.get("start") or {}, run.get("end") or {})
         if isinstance(point.get("load_1m"), (int, float))
     ]
     if not points:
         return None
     top = max(points, key=lambda p: p["load_1m"])
-    return float(top["load_1m"]), int(top.get("cpus_usable") or top.get("cpus") or 0)
+    return HostWork(float(top["load_1m"]), _cores(top), other=False)
+
+
+def _other_cores(run: dict[str, Any]) -> tuple[float, int] | None:
+    """Other programs' cores on average over one run, and the usable cores."""
+    start, end = (run.get(when) or {} for when in ("start", "end"))
+    first, last = start.get("cpu_s"), end.get("cpu_s")
+    if not (first and last) or last["at_s"] <= first["at_s"]:
+        return None
+    taken = {key: last[key] - first[key] for key in ("cores_busy_s", "own_s", "kernel_s")}
+    other_s = taken["cores_busy_s"] - taken["own_s"] - taken["kernel_s"]
+    return max(0.0, other_s / (last["at_s"] - first["at_s"])), _cores(end)
+
+
+def _cores(point: dict[str, Any]) -> int:
+    return int(point.get("cpus_usable") or point.get("cpus") or 0)
 
 
 def _throttles(result: JobResult) -> list[str]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from linkbench.analysis.conditions import highest_load
+from linkbench.analysis.conditions import host_work
 from linkbench.analysis.stats import Mean
 from linkbench.analysis.sweep import Configuration
 from linkbench.link.bandwidth import bus_factor
@@ -257,8 +257,8 @@ share."""
 def inputs_moved(config: Configuration) -> str | None:
     """What moved under a configuration's prediction, in words, or None: its probes' and its
     computing's readings across runs (further apart than PROBE_SPREAD of their mean) and the
-    host's load at the runs' starts and ends (above its usable cores: the ranks' computing
-    and the paths inside a node then wait for other work)."""
+    other work on the host during the runs (:class:`linkbench.analysis.conditions.HostWork`:
+    the ranks' computing and the paths inside a node then wait for it)."""
     said = []
     for what, values, unit in (
         ("link probe", config.values("link_busbw_gb_s"), "GB/s"),
@@ -269,9 +269,9 @@ def inputs_moved(config: Configuration) -> str | None:
             sum(values) / len(values)
         ):
             said.append(f"the {what} read {min(values):.3g}-{max(values):.3g} {unit} across runs")
-    top = highest_load(config.jobs)
-    if top is not None and top[0] > (top[1] or 1):
-        said.append(f"the host's load reached {top[0]:g} on {top[1]} usable cores")
+    work = host_work(config.jobs)
+    if work is not None and work.busy:
+        said.append(str(work))
     return "; ".join(said) or None
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from linkbench.analysis import cluster
-from linkbench.analysis.conditions import highest_load
+from linkbench.analysis.conditions import host_work
 from linkbench.analysis.measured_link import MeasuredLink, messages_of
 from linkbench.files import RESULT_FILE
 from linkbench.result import JobResult, UnknownLayout, read_result
@@ -297,14 +297,14 @@ def _cluster(args: argparse.Namespace) -> int:
         between = cluster.measured(between_job, str(args.job_dir))
         inside_gb_s = cluster.inside(inside_job, str(args.inside))
         prediction = cluster.predict(between, inside_gb_s, nodes, ranks)
-        loads = {
-            "between-nodes job": highest_load([between_job]),
-            "inside-a-node job": highest_load([inside_job]),
+        work = {
+            "between-nodes job": host_work([between_job]),
+            "inside-a-node job": host_work([inside_job]),
         }
     except cluster.ClusterError as error:
         print(str(error), file=sys.stderr)
         return 2
-    caveat = cluster.load_caveat(loads)
+    caveat = cluster.work_caveat(work)
     if args.json:
         json.dump({**prediction, "inputs_load": caveat}, sys.stdout, indent=2)
         print()

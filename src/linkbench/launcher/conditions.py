@@ -2,18 +2,24 @@
 
 The launching process reads, just before it launches a run's workers and just after they
 return: the host's load (the 1-minute load average, ``os.getloadavg``, beside the number of
-CPUs) and, through NVML (nvidia-ml-py), the SM clock, temperature, power draw and the
-reasons its clocks are held down (``nvmlDeviceGetCurrentClocksEventReasons``; an idle GPU's
-own reason is left out) of every GPU the job can see: NVML lists the host's GPUs whatever
-``CUDA_VISIBLE_DEVICES`` says, so the launcher reads the ones it names (by index or UUID
-prefix, as CUDA does). Without NVML or a visible GPU the GPU part says why. Reading never
-fails a job. :func:`linkbench.analysis.conditions.drifted` compares runs of one round.
-"""
+CPUs), the CPU seconds so far of the cores this process may use (``/proc/stat``: user, nice,
+system and steal), of this process with its descendants and of the kernel's threads on those
+cores (``/proc/PID/stat``), from which :mod:`linkbench.analysis.conditions` tells what other
+programs took of the cores during the run (the load average cannot: it counts the run's own
+ranks, and lags by a minute), and, through NVML (nvidia-ml-py), the SM clock, temperature,
+power draw and the reasons its clocks are held down
+(``nvmlDeviceGetCurrentClocksEventReasons``; an idle GPU's own reason is left out) of every
+GPU the job can see: NVML lists the host's GPUs whatever ``CUDA_VISIBLE_DEVICES`` says, so
+the launcher reads the ones it names (by index or UUID prefix, as CUDA does). Without NVML
+or a visible GPU the GPU part says why. Reading never fails a job.
+:func:`linkbench.analysis.conditions.drifted` compares runs of one round."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import Any
 
 # nvmlClocksEventReason* bits (nvml.h) and the names the record gives them; GpuIdle (0x1)
@@ -39,8 +45,52 @@ def snapshot() -> dict[str, Any]:
         out["load_1m"] = round(os.getloadavg()[0], 2)
     except OSError:  # not every platform has a load average
         out["load_1m"] = None
+    out["cpu_s"] = cpu_seconds(os.sched_getaffinity(0) if usable else range(os.cpu_count() or 1))
     out.update(_gpus())
     return out
+
+
+PF_KTHREAD = 0x00200000  # /proc/PID/stat's flags: a kernel thread (include/linux/sched.h)
+
+
+def cpu_seconds(cores: Collection[int], proc: Path = Path("/proc")) -> dict[str, float] | None:
+    """CPU seconds so far, at ``at_s`` (the monotonic clock): ``cores_busy_s`` the given cores
+    spent on anything but idling, I/O waits and interrupts (user, nice, system, and steal: a
+    virtual machine's time taken by its host), ``own_s`` this process and its descendants
+    (those reaped included), ``kernel_s`` the kernel's threads last on those cores (softirq
+    work, such as the emulated links' packets). None where /proc cannot tell (not Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        busy = 0
+        for line in (proc / "stat").read_text().splitlines():
+            name, *fields = line.split()
+            if name[3:].isdigit() and name.startswith("cpu") and int(name[3:]) in cores:
+                user, nice, system, steal = (int(fields[i]) for i in (0, 1, 2, 7))
+                busy += user + nice + system + steal
+        stats = {}
+        for path in proc.glob("[0-9]*/stat"):
+            try:
+                stats[int(path.parent.name)] = path.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):  # ended meanwhile
+                continue
+    except (OSError, ValueError, IndexError):
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    tree, own = [os.getpid()], 0
+    while tree:
+        pid = tree.pop()
+        tree += children.get(pid, [])
+        if pid in stats:
+            own += sum(int(stats[pid][i]) for i in (11, 12, 13, 14))  # u, s, children's u, s
+    kernel = sum(
+        int(f[11]) + int(f[12])
+        for f in stats.values()
+        if int(f[6]) & PF_KTHREAD and len(f) > 36 and int(f[36]) in cores
+    )
+    return {"at_s": time.monotonic(), "cores_busy_s": busy / tick, "own_s": own / tick,
+            "kernel_s": kernel / tick}  # fmt: skip
 
 
 def _gpus() -> dict[str, Any]:

@@ -12,15 +12,15 @@ import os
 import signal
 import threading
 from collections.abc import Iterator, Mapping
-from multiprocessing import forkserver
+from multiprocessing import forkserver, resource_tracker
 
 from linkbench.config.machine import OutsideWorld
 from linkbench.stop import LAUNCHER_PID
 
 # Imported once by the forkserver the workers fork from; DistributedDataParallel's constructor
 # imports torch._dynamo, which takes seconds on its own.
-# The last, linkbench.worker.forked, gives the workers SIGINT back (the server starts with
-# it ignored).
+# The last, linkbench.worker.forked, unblocks SIGINT in every worker the server forks (the
+# server starts, and stays, with it blocked).
 PRELOAD = ["torch", "torch._dynamo", "linkbench.worker.main", "linkbench.worker.forked"]
 
 
@@ -32,7 +32,10 @@ def start() -> None:
     # (linkbench.stop.watch_launcher), this process.
     os.environ[LAUNCHER_PID] = str(os.getpid())
     multiprocessing.set_forkserver_preload(PRELOAD)
-    with _ctrl_c_held():  # the server inherits SIGINT ignored: see linkbench.worker.forked
+    # The server starts the resource tracker first, and the tracker's start unblocks SIGINT
+    # after its own (multiprocessing.resource_tracker): started here, outside the hold.
+    resource_tracker.ensure_running()
+    with _ctrl_c_held():  # the server inherits SIGINT blocked: see linkbench.worker.forked
         forkserver.ensure_running()
     atexit.unregister(_end)  # once, however many jobs started it
     atexit.register(_end)
@@ -40,19 +43,26 @@ def start() -> None:
 
 @contextlib.contextmanager
 def _ctrl_c_held() -> Iterator[None]:
-    """SIGINT ignored for the block, which the processes started in it inherit (across exec);
-    blocked first, so that a Ctrl-C meanwhile waits for this process's own handler (Linux
-    queues a blocked signal even while it is ignored) instead of being lost."""
+    """SIGINT blocked in this thread for the block, which a process started in it inherits
+    (the mask survives fork and exec), and a Ctrl-C meanwhile held back until the block ends.
+
+    Only the mask and a handler that records: ignoring SIGINT here instead (SIG_IGN) loses a
+    Ctrl-C typed meanwhile, since Linux hands a signal sent to the process to another of its
+    threads that does not block it, which then drops it as ignored (seen in CI: a sweep that
+    trained on 60 s after a Ctrl-C at its first job's set-up)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    typed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: typed.append(signum))
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one pending: recorded
         signal.signal(signal.SIGINT, previous)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if typed:  # the Ctrl-C, to the handler it was for
+        signal.raise_signal(signal.SIGINT)
 
 
 def start_early(environ: Mapping[str, str]) -> None:
