@@ -55,8 +55,8 @@ def _stat(pid: int, ppid: int, ticks: tuple[int, int, int, int], flags: int = 0,
 
 
 def test_cpu_seconds_tell_the_cores_the_process_tree_and_the_kernel_apart(tmp_path):
-    """A made-up /proc whose answer is known: cores 0 and 1 (not 2) were busy 800 + 300
-    ticks (user, nice, system, steal; not idle, I/O wait, interrupts); this process and its
+    """A made-up /proc whose answer is known: cores 0 and 1 (not 2) were busy 930 + 313
+    ticks (user, nice, system, irq, softirq, steal; not idle, I/O wait); this process and its
     child and grandchild (one reaped into cutime) 200; a kernel thread on core 1 50, one on
     core 2 not counted; an outside process not counted in either."""
     me, child, grandchild = os.getpid(), 10_000_001, 10_000_002
@@ -79,7 +79,7 @@ def test_cpu_seconds_tell_the_cores_the_process_tree_and_the_kernel_apart(tmp_pa
         (tmp_path / str(pid) / "stat").write_text(line)
     seconds = conditions.cpu_seconds({0, 1}, proc=tmp_path)
     assert seconds is not None
-    assert seconds["cores_busy_s"] == pytest.approx(1_100 / TICK)
+    assert seconds["cores_busy_s"] == pytest.approx(1_243 / TICK)
     assert seconds["own_s"] == pytest.approx(200 / TICK)
     assert seconds["kernel_s"] == pytest.approx(50 / TICK)
 

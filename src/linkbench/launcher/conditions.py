@@ -2,8 +2,8 @@
 
 The launching process reads, just before it launches a run's workers and just after they
 return: the host's load (the 1-minute load average, ``os.getloadavg``, beside the number of
-CPUs), the CPU seconds so far of the cores this process may use (``/proc/stat``: user, nice,
-system and steal), of this process with its descendants and of the kernel's threads on those
+CPUs), the CPU seconds so far of the cores this process may use (``/proc/stat``: all but idle
+and I/O wait), of this process with its descendants and of the kernel's threads on those
 cores (``/proc/PID/stat``), from which :mod:`linkbench.analysis.conditions` tells what other
 programs took of the cores during the run (the load average cannot: it counts the run's own
 ranks, and lags by a minute), and, through NVML (nvidia-ml-py), the SM clock, temperature,
@@ -55,18 +55,18 @@ PF_KTHREAD = 0x00200000  # /proc/PID/stat's flags: a kernel thread (include/linu
 
 def cpu_seconds(cores: Collection[int], proc: Path = Path("/proc")) -> dict[str, float] | None:
     """CPU seconds so far, at ``at_s`` (the monotonic clock): ``cores_busy_s`` the given cores
-    spent on anything but idling, I/O waits and interrupts (user, nice, system, and steal: a
-    virtual machine's time taken by its host), ``own_s`` this process and its descendants
-    (those reaped included), ``kernel_s`` the kernel's threads last on those cores (softirq
-    work, such as the emulated links' packets). None where /proc cannot tell (not Linux)."""
+    spent on anything but idling and I/O waits (user, nice, system, interrupts: the kernel
+    charges those to the process they interrupted as well, and steal: a virtual machine's
+    time taken by its host), ``own_s`` this process and its descendants (those reaped
+    included), ``kernel_s`` the kernel's threads last on those cores (such as the emulated
+    links' packets in ksoftirqd). None where /proc cannot tell (not Linux)."""
     tick = os.sysconf("SC_CLK_TCK")
     try:
         busy = 0
         for line in (proc / "stat").read_text().splitlines():
             name, *fields = line.split()
             if name[3:].isdigit() and name.startswith("cpu") and int(name[3:]) in cores:
-                user, nice, system, steal = (int(fields[i]) for i in (0, 1, 2, 7))
-                busy += user + nice + system + steal
+                busy += sum(int(fields[i]) for i in (0, 1, 2, 5, 6, 7))  # not idle, iowait
         stats = {}
         for path in proc.glob("[0-9]*/stat"):
             try:
