@@ -308,6 +308,14 @@ def _mean(config: Configuration, key: str) -> float | None:
     return found.mean if found is not None else None
 
 
+def with_bytes_of(base: LinkRow, arm: LinkRow) -> float:
+    """The step ``base``'s job would take sending ``arm``'s bytes (through the busiest uplink
+    and inside the nodes) at ``base``'s measured bus bandwidths: what compression's fewer
+    bytes alone would buy, from the uncompressed run."""
+    moved = replace(base, uplink_predicted=arm.link_bytes(), node_bytes=arm.node_bytes)
+    return base.step_ms.mean - base.comm_ms() + moved.comm_ms()
+
+
 def predicted_at_rate(row: LinkRow, rate_gbit_s: float) -> float:
     """The step time ``row``'s job would take on a link of another rate, carrying that rate's
     payload (the same compute, bytes and overlap): the curve the plot draws."""
