@@ -1,12 +1,12 @@
 """``interconnect/``: how the ranks reach each other, the link's option in one place: its
 keys, their checks, and what the plan asks of it (:class:`LinkConfig`).
 
-The options that only choose NCCL's transport (``auto``, ``nvlink``, ``pcie``, ``socket``) are
-YAML files of NCCL variables over :class:`LinkConfig`, applied to this job's worker
-processes only; ``emulated``, which makes the link itself and has settings of its own, is
-:class:`EmulatedInterconnect`. The plan asks an option what it makes (:meth:`LinkConfig.link`),
-what this host lacks to make it (:meth:`LinkConfig.survey`, asked once by the launcher, which
-gathers the facts) and whether this job can run on it (:meth:`LinkConfig.check`)."""
+The arms that only choose NCCL's transport (``auto``, ``nvlink``, ``pcie``, ``socket``) are
+option classes of NCCL variables, applied to this job's worker processes only; ``emulated``,
+which makes the link itself and has settings of its own, is :class:`EmulatedInterconnect`.
+The plan asks an option what it makes (:meth:`LinkConfig.link`), what this host lacks to make
+it (:meth:`LinkConfig.survey`, asked once by the launcher, which gathers the facts) and
+whether this job can run on it (:meth:`LinkConfig.check`)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class LinkConfig:
-    """An ``interconnect/`` option: the machine's own path, chosen by NCCL variables (the
-    YAML options), unless a subclass makes a link of its own."""
+    """An ``interconnect/`` option: the machine's own path, chosen by NCCL variables, unless
+    a subclass makes a link of its own."""
 
     name: InterconnectName = InterconnectName.auto
     description: str = ""
@@ -46,6 +46,63 @@ class LinkConfig:
     def check(self, config: Config, facts: Facts, ranks: int) -> None:
         """Refuse, in one sentence naming the key, a job of ``ranks`` ranks this option cannot
         carry on this host (``facts.link_problem``: :meth:`survey`'s answer)."""
+
+
+@dataclass
+class AutoArm(LinkConfig):
+    """``interconnect=auto`` (the default): NCCL's own choice."""
+
+    name: InterconnectName = InterconnectName.auto
+    description: str = "NCCL chooses the transport itself; linkbench sets no variable."
+
+
+@dataclass
+class NvlinkArm(LinkConfig):
+    """``interconnect=nvlink``: peer-to-peer allowed, as NCCL's default has it."""
+
+    name: InterconnectName = InterconnectName.nvlink
+    description: str = (
+        "NCCL peer-to-peer allowed (NCCL's default): between GPUs joined by NVLink, CUDA uses "
+        "NVLink."
+    )
+    expected_transport: Transport = Transport.P2P
+    env: dict[str, str] = field(default_factory=lambda: {"NCCL_P2P_DISABLE": "0"})
+
+
+@dataclass
+class PcieArm(LinkConfig):
+    """``interconnect=pcie``: "NVLink off" (NCCL cannot switch off only NVLink)."""
+
+    name: InterconnectName = InterconnectName.pcie
+    description: str = (
+        "NCCL cannot switch off only NVLink. With peer-to-peer disabled, traffic between GPUs "
+        "is staged through host shared memory over PCIe (transport SHM): this is \"NVLink "
+        "off\", not PCIe peer-to-peer. NVLink SHARP (NVLS) is disabled too, since the P2P "
+        "switch does not gate it."
+    )
+    expected_transport: Transport = Transport.SHM
+    env: dict[str, str] = field(
+        default_factory=lambda: {"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+    )
+
+
+@dataclass
+class SocketArm(LinkConfig):
+    """``interconnect=socket``: NCCL's network transport over loopback sockets."""
+
+    name: InterconnectName = InterconnectName.socket
+    description: str = (
+        "No peer-to-peer and no shared memory: NCCL's network transport over loopback "
+        "sockets, the slowest path inside one host."
+    )
+    expected_transport: Transport = Transport.NET
+    env: dict[str, str] = field(
+        default_factory=lambda: {
+            "NCCL_P2P_DISABLE": "1",
+            "NCCL_SHM_DISABLE": "1",
+            "NCCL_NVLS_ENABLE": "0",
+        }
+    )
 
 
 @dataclass
@@ -126,9 +183,14 @@ class EmulatedInterconnect(LinkConfig):
         require(facts.link_problem is None, str(facts.link_problem))
 
 
-# The interconnect options with settings of their own (the others are YAML files over
-# LinkConfig).
-INTERCONNECTS: dict[str, type[LinkConfig]] = {"emulated": EmulatedInterconnect}
+# Every interconnect option, by name.
+INTERCONNECTS: dict[str, type[LinkConfig]] = {
+    "auto": AutoArm,
+    "nvlink": NvlinkArm,
+    "pcie": PcieArm,
+    "socket": SocketArm,
+    "emulated": EmulatedInterconnect,
+}
 # Keys every interconnect option had before the emulated link's were its own: a rerun.yaml
 # written then carries them (null or 0) for every option.
 FORMER_LINK_KEYS = ("rate_gbit_s", "delay_ms", "jitter_ms", "nodes")

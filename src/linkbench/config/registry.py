@@ -1,6 +1,6 @@
 """The schema's registration in Hydra's ConfigStore: :class:`~linkbench.config.schema.Config`
-as ``linkbench_schema``, every task, strategy and data option and the emulated interconnect
-under its group and name, and ``auto``
+as ``linkbench_schema``, every task, strategy, data and interconnect option under its group
+and name, and ``auto``
 (``model=auto``, ``precision=auto``), which the plan resolves for the machine it plans for.
 The one module that knows every option: it imports the schema and the options' modules,
 none of which imports it."""
@@ -28,8 +28,7 @@ CHECKOUT = Path(__file__).resolve().parents[3]
 def options() -> dict[str, dict[str, type]]:
     """The options of the groups whose options are dataclasses of their own: group -> name
     -> the option's dataclass (:mod:`linkbench.config.tasks`, :mod:`.strategies`,
-    :mod:`.data`, and the interconnect's with settings of their own,
-    :data:`~linkbench.config.links.INTERCONNECTS`)."""
+    :mod:`.data`, :data:`~linkbench.config.links.INTERCONNECTS`)."""
     return {"task": TASKS, "strategy": STRATEGIES, "data": DATA, "interconnect": INTERCONNECTS}
 
 
