@@ -150,6 +150,32 @@ CASES: list[Case] = [
     _c("interconnect.nodes=two", "interconnect=emulated", "interconnect.nodes=two"),
     _c("interconnect.nodes=3", "interconnect=emulated", "devices=4", "interconnect.nodes=3"),
     _c("interconnect.nodes=4", "interconnect=emulated", "interconnect.nodes=4"),
+    # An uplink of its own rate: one rate per node, each a rate the link can be set to.
+    _c(
+        "gives 3 rate(s), but this job's link has 2 node(s)",
+        "interconnect=emulated",
+        "interconnect.uplink_rates_gbit_s=[1,1,0.5]",
+    ),
+    _c(
+        "interconnect.uplink_rates_gbit_s[1]=0.0",
+        "interconnect=emulated",
+        "interconnect.uplink_rates_gbit_s=[1,0]",
+    ),
+    _c(
+        "interconnect.uplink_rates_gbit_s[0]=1e-08",
+        "interconnect=emulated",
+        "interconnect.uplink_rates_gbit_s=[1e-8,1]",
+    ),
+    _c(
+        "interconnect.uplink_rates_gbit_s",
+        "interconnect=emulated",
+        "interconnect.uplink_rates_gbit_s=[1,half]",
+    ),
+    _c(
+        "interconnect.uplink_rates_gbit_s is not a key of interconnect=pcie",
+        "interconnect=pcie",
+        "interconnect.uplink_rates_gbit_s=[1,1]",
+    ),
     # The link's settings are interconnect=emulated's own keys: another arm has none.
     _c(
         "interconnect.nodes is not a key of interconnect=pcie; interconnect=emulated has it",

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 from linkbench.config.checks import require, require_not_negative
 from linkbench.config.choices import InterconnectName, Transport
 from linkbench.config.machine import Machine
-from linkbench.link.emulated import NCCL_LINK_ONLY, arm_override_problem, rate_problem
+from linkbench.link.emulated import (
+    NCCL_LINK_ONLY,
+    arm_override_problem,
+    rate_problem,
+    uplink_key,
+)
 from linkbench.link.netns import emulation_problem
 
 if TYPE_CHECKING:
@@ -76,8 +81,8 @@ class PcieArm(LinkConfig):
     name: InterconnectName = InterconnectName.pcie
     description: str = (
         "NCCL cannot switch off only NVLink. With peer-to-peer disabled, traffic between GPUs "
-        "is staged through host shared memory over PCIe (transport SHM): this is \"NVLink "
-        "off\", not PCIe peer-to-peer. NVLink SHARP (NVLS) is disabled too, since the P2P "
+        'is staged through host shared memory over PCIe (transport SHM): this is "NVLink '
+        'off", not PCIe peer-to-peer. NVLink SHARP (NVLS) is disabled too, since the P2P '
         "switch does not gate it."
     )
     expected_transport: Transport = Transport.SHM
@@ -130,6 +135,10 @@ class EmulatedInterconnect(LinkConfig):
     """The world split into this many nodes of equal size; the ranks of a node share its
     namespace (an unshaped path inside the node) and each node reaches the others through its
     uplink, shaped to ``rate_gbit_s``. null: one node per rank."""
+    uplink_rates_gbit_s: list[float] = field(default_factory=list)
+    """Each node's uplink rate, each way, in Gbit/s, node 0 first: ``[1,1,1,0.5]`` is 4 nodes
+    whose last runs at half the others' rate, a degraded link. Empty: every uplink at
+    ``rate_gbit_s``."""
 
     def __post_init__(self) -> None:
         require(
@@ -139,6 +148,9 @@ class EmulatedInterconnect(LinkConfig):
         )
         problem = rate_problem(self.rate_gbit_s)  # above 0, at most a NIC's, probed in 60 s
         require(problem is None, str(problem))
+        for node, rate in enumerate(self.uplink_rates_gbit_s):
+            problem = rate_problem(rate, key=uplink_key(node), example=self._healed(node))
+            require(problem is None, str(problem))
         require_not_negative("interconnect.", delay_ms=self.delay_ms, jitter_ms=self.jitter_ms)
         require(
             self.jitter_ms <= self.delay_ms,
@@ -173,6 +185,16 @@ class EmulatedInterconnect(LinkConfig):
         )
         problem = rate_problem(self.rate_gbit_s, ranks)
         require(problem is None, str(problem))
+        count, rates = nodes or ranks, self.uplink_rates_gbit_s
+        require(
+            not rates or len(rates) == count,
+            f"interconnect.uplink_rates_gbit_s={list(rates)} gives {len(rates)} rate(s), but this "
+            f"job's link has {count} node(s): give one rate per node, node 0 first, e.g. "
+            f"interconnect.uplink_rates_gbit_s=[{','.join(['1'] * (count - 1) + ['0.5'])}].",
+        )
+        for node, rate in enumerate(rates):
+            problem = rate_problem(rate, ranks, key=uplink_key(node), example=self._healed(node))
+            require(problem is None, str(problem))
         problem = arm_override_problem(str(self.expected_transport), dict(self.env))
         require(problem is None, str(problem))
         require(
@@ -181,6 +203,12 @@ class EmulatedInterconnect(LinkConfig):
             "run under torchrun or SLURM; run python run.py on one host without them.",
         )
         require(facts.link_problem is None, str(facts.link_problem))
+
+    def _healed(self, node: int) -> str:
+        """The override of ``uplink_rates_gbit_s`` with node ``node`` at 1 Gbit/s."""
+        rates = [f"{r:g}" for r in self.uplink_rates_gbit_s]
+        rates[node] = "1"
+        return f"interconnect.uplink_rates_gbit_s=[{','.join(rates)}]"
 
 
 # Every interconnect option, by name.

@@ -239,7 +239,8 @@ def emulated_network(plan: RunPlan) -> Iterator[tuple[RunPlan, Network | None]]:
     if arm is None:
         yield plan, None
         return
-    spec = new_spec(arm.rate_gbit_s, arm.delay_ms, arm.jitter_ms, plan.nproc_per_node, arm.nodes)
+    spec = new_spec(arm.rate_gbit_s, arm.delay_ms, arm.jitter_ms, plan.nproc_per_node, arm.nodes,
+                    dict(enumerate(arm.uplink_rates_gbit_s)))  # fmt: skip
     with Network(spec) as network:
         for line in network.stale:
             log.warning("removed what a killed job left on this host: %s", line)

@@ -149,22 +149,27 @@ def arm_override_problem(expected_transport: str, env: dict[str, str]) -> str | 
     return None
 
 
-def rate_problem(rate_gbit_s: float | None, ranks: int = 2) -> str | None:
-    """Why ``interconnect.rate_gbit_s`` cannot be emulated for ``ranks`` ranks (None: it can):
+def rate_problem(
+    rate_gbit_s: float | None,
+    ranks: int = 2,
+    key: str = "interconnect.rate_gbit_s",
+    example: str = "interconnect.rate_gbit_s=1",
+) -> str | None:
+    """Why ``interconnect.rate_gbit_s`` (or the rate ``key`` names: a node's uplink, with an
+    ``example`` of a rate that works) cannot be emulated for ``ranks`` ranks (None: it can):
     not a rate, above a NIC's, below what tc expresses, or so slow that the link probe would
     take more than PROBE_LIMIT_S. The config's checks call it with 2 ranks (the fewest with a
     link to probe); the network, before it is made, with the job's ranks."""
-    key = f"interconnect.rate_gbit_s={rate_gbit_s}"
+    key = f"{key}={rate_gbit_s}"
     if rate_gbit_s is None or not 0 < rate_gbit_s <= MAX_RATE_GBIT_S:
         return (
-            f"{key} must be a rate above 0 and at most {MAX_RATE_GBIT_S:g} Gbit/s, e.g. "
-            "interconnect.rate_gbit_s=1."
+            f"{key} must be a rate above 0 and at most {MAX_RATE_GBIT_S:g} Gbit/s, e.g. {example}."
         )
     if rate_gbit_s < TC_MIN_RATE_GBIT_S:
         return (
             f"{key} is below the slowest rate tc can shape a link to (8 bit/s, "
             f"{TC_MIN_RATE_GBIT_S:g} Gbit/s); set at least {min_rate_gbit_s(ranks):g} Gbit/s, "
-            "e.g. interconnect.rate_gbit_s=1."
+            f"e.g. {example}."
         )
     probe_s = probe_estimate_s(rate_gbit_s, ranks)
     if probe_s > PROBE_LIMIT_S:
@@ -172,37 +177,43 @@ def rate_problem(rate_gbit_s: float | None, ranks: int = 2) -> str | None:
             f"{key} would hold the link probe ({probe_calls(rate_gbit_s, ranks) + 1} all_reduce "
             f"calls of {PROBE_BYTES >> 20} MiB over {ranks} ranks, before the task) for about "
             f"{_duration(probe_s)}, more than the {PROBE_LIMIT_S:.0f} s allowed; set at least "
-            f"{min_rate_gbit_s(ranks):g} Gbit/s, e.g. interconnect.rate_gbit_s=1."
+            f"{min_rate_gbit_s(ranks):g} Gbit/s, e.g. {example}."
         )
     return None
 
 
+def uplink_key(node: int) -> str:
+    """Node ``node``'s entry of ``interconnect.uplink_rates_gbit_s``, as a sentence names it."""
+    return f"interconnect.uplink_rates_gbit_s[{node}]"
+
+
 def rate_warning(spec: LinkSpec, measured_busbw_gb_s: float) -> str | None:
-    """A sentence when the link probe measured less than SHORTFALL_SHARE of what the rate
-    lets through (the host cannot deliver the rate set); None otherwise."""
-    expected = payload_gb_s(spec.rate_gbit_s)
+    """A sentence when the link probe measured less than SHORTFALL_SHARE of what the slowest
+    uplink lets through (a ring all-reduce runs at its slowest link's pace; the host cannot
+    deliver the rate set); None otherwise."""
+    expected = payload_gb_s(spec.slowest_gbit_s)
     share = measured_busbw_gb_s / expected
     if spec.node_count < 2 or share >= SHORTFALL_SHARE:
         return None
     delay = ", or the delay's round trips," if spec.delay_ms or spec.jitter_ms else ""
     return (
         f"the link probe measured {measured_busbw_gb_s:.4g} GB/s, {share:.1%} of the "
-        f"{expected:.4g} GB/s that interconnect.rate_gbit_s={spec.rate_gbit_s:g} lets through: "
-        f"this host{delay} cannot deliver the rate set, so the link is slower than its setting "
-        "says; lower interconnect.rate_gbit_s below what the host pushes unshaped "
-        "(docs/emulated.md)."
+        f"{expected:.4g} GB/s that {spec.slowest_setting()} lets through: this host{delay} "
+        "cannot deliver the rate set, so the link is slower than its setting says; lower "
+        "interconnect.rate_gbit_s below what the host pushes unshaped (docs/emulated.md)."
     )
 
 
 def above_limit(spec: LinkSpec, busbw_gb_s: float, what: str) -> str | None:
     """A sentence when ``what`` (a bus bandwidth on this link) reads more than LIMIT_TOLERANCE
-    above what the link carries as data: a measurement error, not a rate; None otherwise."""
-    limit = payload_gb_s(spec.rate_gbit_s)
+    above what the link carries as data (its slowest uplink's, which paces a ring): a
+    measurement error, not a rate; None otherwise."""
+    limit = payload_gb_s(spec.slowest_gbit_s)
     if spec.node_count < 2 or busbw_gb_s <= limit * (1 + LIMIT_TOLERANCE):
         return None
     return (
         f"{what} read {busbw_gb_s:.4g} GB/s, {busbw_gb_s / limit:.1%} of the {limit:.4g} GB/s "
-        f"that interconnect.rate_gbit_s={spec.rate_gbit_s:g} carries as data: more than the "
+        f"that {spec.slowest_setting()} carries as data: more than the "
         "link can carry, so a measurement error (a burst the token bucket let through at once, "
         "or a timer's), not the link's rate"
     )
@@ -228,10 +239,29 @@ class LinkSpec:
     jitter_ms: float
     ranks: int
     nodes: int = 0
+    uplink_rates: tuple[tuple[int, float], ...] = ()
+    """(node, Gbit/s) of the nodes whose uplink has a rate of its own, each way; the others
+    run at ``rate_gbit_s``."""
 
     @property
     def node_count(self) -> int:
         return self.nodes or self.ranks
+
+    def uplink_gbit_s(self, node: int) -> float:
+        """Node ``node``'s uplink rate, each way."""
+        return dict(self.uplink_rates).get(node, self.rate_gbit_s)
+
+    @property
+    def slowest_gbit_s(self) -> float:
+        """The slowest uplink's rate: what a ring through every node runs at."""
+        return min(self.uplink_gbit_s(n) for n in range(self.node_count))
+
+    def slowest_setting(self) -> str:
+        """The override that set the slowest uplink's rate, for a sentence."""
+        slow = [n for n, rate in self.uplink_rates if rate == self.slowest_gbit_s]
+        if slow and self.slowest_gbit_s < self.rate_gbit_s:
+            return f"{uplink_key(slow[0])}={self.slowest_gbit_s:g}"
+        return f"interconnect.rate_gbit_s={self.rate_gbit_s:g}"
 
     @property
     def ranks_per_node(self) -> int:
@@ -281,7 +311,12 @@ class LinkSpec:
             "ranks_per_node": self.ranks_per_node,
             "mtu": MTU,
             "payload_gb_s": payload_gb_s(self.rate_gbit_s),
-        }
+            **(
+                {"uplink_rates_gbit_s": {str(n): r for n, r in self.uplink_rates},
+                 "slowest_gbit_s": self.slowest_gbit_s}
+                if self.uplink_rates else {}
+            ),
+        }  # fmt: skip
 
 
 CLONE_NEWNET = 0x40000000

@@ -34,7 +34,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -306,7 +306,7 @@ class Network:
         self._pending: int | None = None
 
     def __enter__(self) -> Network:
-        problem = rate_problem(self.spec.rate_gbit_s, self.spec.ranks)
+        problem = rate_problem(self.spec.slowest_gbit_s, self.spec.ranks)
         if problem is not None:
             raise ConfigError(problem)
         self._holding = True
@@ -393,18 +393,18 @@ class Network:
             call("ip", "-n", switch, "link", "add", port, "mtu", str(MTU), "type", "veth",
                  "peer", "name", spec.ifname, "mtu", str(MTU), "netns", ns)  # fmt: skip
             call("ip", "-n", switch, "link", "set", port, "master", "switch", "up")
-            self._shape(switch, port, uplink=False)
+            self._shape(switch, port, node, uplink=False)
             call("ip", "-n", ns, "link", "set", "lo", "up")
             call("ip", "-n", ns, "addr", "add", f"{address(node)}/{SUBNET.prefixlen}",
                  "dev", spec.ifname)  # fmt: skip
             call("ip", "-n", ns, "link", "set", spec.ifname, "up")
-            self._shape(ns, spec.ifname, uplink=True)
+            self._shape(ns, spec.ifname, node, uplink=True)
 
-    def _shape(self, ns: str, device: str, uplink: bool) -> None:
-        """The rate on this end's egress; on a rank's uplink, the delay before it."""
-        spec = self.spec
-        bucket = ["tbf", "rate", f"{round(spec.rate_gbit_s * 1e9)}bit",
-                  "burst", str(burst_bytes(spec.rate_gbit_s)),
+    def _shape(self, ns: str, device: str, node: int, uplink: bool) -> None:
+        """Node ``node``'s uplink rate on this end's egress; on the node's end, the delay
+        before it."""
+        spec, rate = self.spec, self.spec.uplink_gbit_s(node)
+        bucket = ["tbf", "rate", f"{round(rate * 1e9)}bit", "burst", str(burst_bytes(rate)),
                   "latency", TBF_LATENCY]  # fmt: skip
         qdisc = ("tc", "-n", ns, "qdisc", "add", "dev", device)
         if uplink and (spec.delay_ms or spec.jitter_ms):
@@ -430,6 +430,7 @@ class Network:
                 {
                     "node": node,
                     "ranks": self.spec.node_ranks(node),
+                    "rate_gbit_s": self.spec.uplink_gbit_s(node),
                     "tx_bytes": tx.get("bytes", 0),
                     "rx_bytes": rx.get("bytes", 0),
                     "tx_packets": tx.get("packets", 0),
@@ -452,7 +453,16 @@ def _bucket(ns: str, device: str) -> dict[str, int]:
 
 
 def new_spec(
-    rate_gbit_s: float, delay_ms: float, jitter_ms: float, ranks: int, nodes: int | None = None
+    rate_gbit_s: float,
+    delay_ms: float,
+    jitter_ms: float,
+    ranks: int,
+    nodes: int | None = None,
+    uplink_rates: Mapping[int, float] | None = None,
 ) -> LinkSpec:
-    """A run's link with a fresh token: ``ranks`` in ``nodes`` nodes (None: one per rank)."""
-    return LinkSpec(secrets.token_hex(4), rate_gbit_s, delay_ms, jitter_ms, ranks, nodes or 0)
+    """A run's link with a fresh token: ``ranks`` in ``nodes`` nodes (None: one per rank),
+    the nodes in ``uplink_rates`` on uplinks of their own rate."""
+    rates = tuple(sorted((int(n), float(r)) for n, r in (uplink_rates or {}).items()))
+    return LinkSpec(
+        secrets.token_hex(4), rate_gbit_s, delay_ms, jitter_ms, ranks, nodes or 0, rates
+    )

@@ -58,7 +58,7 @@ def measure(me: Rank, spec: LinkSpec | None = None) -> dict[str, Any]:
     it is above what the link carries, ``above_limit`` says it is a measurement error. Rank 0
     logs either."""
     spec = spec or entered()
-    calls = probe_calls(spec.rate_gbit_s, me.world_size) if spec else PROBE_MIN_CALLS
+    calls = probe_calls(spec.slowest_gbit_s, me.world_size) if spec else PROBE_MIN_CALLS
     row = time_collective("all_reduce", PROBE_BYTES, "float32", 1, calls, me)
     busbw = row["busbw_gb_s"]
     measured: dict[str, Any] = {
