@@ -11,10 +11,12 @@ on the host's loopback is out of the namespaces' reach).
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from linkbench.link.emulated import (
@@ -27,8 +29,17 @@ from linkbench.link.emulated import (
     check_connections,
     entered,
     own_connections,
+    payload_gb_s,
     probe_calls,
     rate_warning,
+)
+from linkbench.link.fabric import (
+    WARM_BYTES,
+    node_pairs,
+    pair_bytes,
+    slow_sentence,
+    slow_uplinks,
+    uplink_rates,
 )
 from linkbench.parts.rank import Rank
 from linkbench.worker.collectives import time_collective
@@ -97,6 +108,65 @@ def measure_nodes(me: Rank, spec: LinkSpec) -> dict[str, Any]:
         for group in groups:
             dist.destroy_process_group(group)
     return {"node_busbw_gb_s": row["busbw_gb_s"], "node_probe_calls": NODE_PROBE_CALLS}
+
+
+def measure_uplinks(me: Rank, spec: LinkSpec) -> dict[str, Any]:
+    """Each node's uplink, by sends between the first ranks of each pair of nodes in turn,
+    each way (:mod:`linkbench.link.fabric`; every rank calls it): each pair's pace (its faster
+    way), each uplink's rate, and the uplinks that read slow, which rank 0 logs. Empty on one
+    node."""
+    if spec.node_count < 2:
+        return {}
+    leaders = [spec.node_ranks(node)[0] for node in range(spec.node_count)]
+    pairs = node_pairs(spec.node_count)
+    found = torch.zeros(len(pairs), 2, dtype=torch.float64, device=me.device)  # each way
+    size = pair_bytes(payload_gb_s(spec.slowest_gbit_s))
+    out = torch.ones(size // 4, device=me.device)
+    back = torch.empty_like(out)
+    for index, (a, b) in enumerate(pairs):
+        for way, (sender, receiver) in enumerate(
+            ((leaders[a], leaders[b]), (leaders[b], leaders[a]))
+        ):
+            dist.barrier()
+            if me.rank == sender:
+                found[index, way] = size / _one_way(out, back, receiver, me) / 1e9
+            elif me.rank == receiver:
+                _one_way(back, out, sender, me, sending=False)
+    dist.all_reduce(found)  # one rank wrote each reading
+    paces = [max(ways) for ways in found.tolist()]
+    rates = uplink_rates(spec.node_count, paces)
+    slow = slow_uplinks(rates)
+    if me.is_main:
+        for each in slow:
+            log.warning("!!! %s", slow_sentence(each))
+    return {
+        "pair_bytes": size,
+        "pairs_gb_s": {f"{a}-{b}": pace for (a, b), pace in zip(pairs, paces, strict=True)},
+        "uplinks_measured_gb_s": rates,
+        "slow_uplinks": slow,
+    }
+
+
+def _one_way(
+    data: torch.Tensor, spare: torch.Tensor, peer: int, me: Rank, sending: bool = True
+) -> float:
+    """WARM_BYTES then ``data`` from the sender to ``peer`` (one way: a reply each way at
+    once queues the other's acknowledgements behind its data, and halves both), each
+    acknowledged by one element back; the seconds of the timed one, as the sender saw it."""
+    warm, ack = data[: WARM_BYTES // 4], spare[:1]
+    seconds = 0.0
+    for part in (warm, data):
+        started = time.perf_counter()
+        if sending:
+            dist.send(part, peer)
+            dist.recv(ack, peer)
+        else:
+            dist.recv(part, peer)
+            dist.send(ack, peer)
+        if me.device.type == "cuda":
+            torch.cuda.synchronize(me.device)
+        seconds = time.perf_counter() - started
+    return seconds
 
 
 def check_sockets(

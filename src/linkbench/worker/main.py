@@ -40,7 +40,13 @@ from linkbench.stop import (
 )
 from linkbench.worker import heartbeat, phases
 from linkbench.worker.board import Board
-from linkbench.worker.emulated import check_sockets, measure, measure_nodes, store
+from linkbench.worker.emulated import (
+    check_sockets,
+    measure,
+    measure_nodes,
+    measure_uplinks,
+    store,
+)
 
 log = logging.getLogger("linkbench")
 
@@ -170,7 +176,11 @@ def worker_main(plan: RunPlan) -> dict[str, Any]:
             phases.mark("set_up")
             # One rank has no peer: no probe, so no figure for a link that is not there (one
             # node of several ranks probes the path inside it, the projection's --inside).
-            link = {**measure(me), **measure_nodes(me, plan.link)} if me.world_size > 1 else {}
+            link = (
+                {**measure(me), **measure_nodes(me, plan.link), **measure_uplinks(me, plan.link)}
+                if me.world_size > 1
+                else {}
+            )
             opened = own_connections()  # every rank's connections are open now
             phases.mark("link_probe")
         task_started_at = time.time()
