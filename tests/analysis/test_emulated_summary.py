@@ -12,7 +12,10 @@ from linkbench.analysis.emulated import link_rows, predicted_at_rate, with_bytes
 from linkbench.analysis.report import write_summary
 from linkbench.analysis.sweep import group, load_sweep, swept_keys
 from linkbench.config.overrides import settings
+from linkbench.files import SUMMARY_MD
 from linkbench.link.emulated import payload_gb_s
+
+from .fakes import fake_job
 
 BYTES = 46_758_048  # resnet18's gradients
 COMPUTE_MS, OVERLAP_MS = 110.0, 30.0
@@ -161,3 +164,22 @@ def test_report_refuses_an_axis_or_baseline_the_sweep_did_not_vary(tmp_path, cap
     assert main(["--baseline", "none", str(sweep)]) == 2  # two keys vary: no default axis
     assert "--baseline none needs an axis: this sweep varies " in capsys.readouterr().err
     assert main(["--axis", "interconnect.rate_gbit_s", "--baseline", "1.0", str(sweep)]) == 0
+
+
+def test_the_summary_names_the_uplink_its_runs_found_slow(tmp_path):
+    """Three runs on 4 nodes, two of which found node 2 slow (0.030 and 0.031 GB/s against
+    0.12): the summary names node 2, in 2 of 3 runs, at their median; a configuration whose
+    runs named none, or that made no pair sends (one node), adds no line."""
+    for round_, slow in enumerate([[0.030], [0.031], []]):
+        named = [{"node": 2, "gb_s": g, "others_gb_s": 0.12, "share": g / 0.12} for g in slow]
+        link = {"rate_gbit_s": 1.0, "nodes": 4, "slow_uplinks": named}
+        fake_job(tmp_path, ["batch=8"], [100.0], round_=round_, fields={"link": link})
+        healthy = {**link, "slow_uplinks": []}
+        fake_job(tmp_path, ["batch=16"], [100.0], round_=round_, fields={"link": healthy})
+        fake_job(tmp_path, ["batch=32"], [100.0], round_=round_, fields={"link": {"nodes": 1}})
+    write_summary(tmp_path)
+    text = (tmp_path / SUMMARY_MD).read_text()
+    assert "## Emulated links: slow uplinks, found by measurement" in text
+    said = "node 2's uplink read slow in 2 of 3 run(s), at 0.0305 GB/s against the other "
+    assert said + "uplinks' 0.12 GB/s" in text, text
+    assert text.count("uplink read slow") == 1

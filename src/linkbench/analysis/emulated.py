@@ -24,6 +24,7 @@ place of the measured bandwidth).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -207,6 +208,29 @@ def rate_warnings(configs: list[Configuration]) -> list[str]:
     for config in configs:
         said = {str((j.get("link") or {}).get("rate_warning") or "") for j in config.jobs} - {""}
         found += [f"- {config.label()}: {warning}" for warning in sorted(said)]
+    return found
+
+
+def slow_uplink_lines(configs: list[Configuration]) -> list[str]:
+    """The uplinks each configuration's runs named slow by measurement (the sends between
+    each pair of nodes, :mod:`linkbench.link.fabric`): per node, in how many of its runs and
+    at what measured rate (the median over those runs), beside the others'."""
+    found = []
+    for config in configs:
+        links = [j.get("link") or {} for j in config.jobs]
+        measured = [link for link in links if "slow_uplinks" in link]
+        named: dict[int, list[dict[str, Any]]] = {}
+        for link in measured:
+            for slow in link["slow_uplinks"]:
+                named.setdefault(int(slow["node"]), []).append(slow)
+        for node, seen in sorted(named.items()):
+            rate = statistics.median(s["gb_s"] for s in seen)
+            others = statistics.median(s["others_gb_s"] for s in seen)
+            found.append(
+                f"- {config.label()}: node {node}'s uplink read slow in {len(seen)} of "
+                f"{len(measured)} run(s), at {rate:.4g} GB/s against the other uplinks' "
+                f"{others:.4g} GB/s (medians over those runs)"
+            )
     return found
 
 

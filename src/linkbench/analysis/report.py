@@ -30,7 +30,7 @@ from linkbench.analysis.compare import (
 )
 from linkbench.analysis.conditions import drifted
 from linkbench.analysis.emulated import NOTE as LINK_NOTE
-from linkbench.analysis.emulated import link_rows, moved_notes, rate_warnings
+from linkbench.analysis.emulated import link_rows, moved_notes, rate_warnings, slow_uplink_lines
 from linkbench.analysis.emulated import table as link_table
 from linkbench.analysis.inert import a_a_note, inert_reason, shape_of
 from linkbench.analysis.sequential import Design, sweep_design
@@ -76,6 +76,7 @@ from linkbench.files import (
     read_rounds,
     replace_atomically,
 )
+from linkbench.link.fabric import SLOW_SHARE
 from linkbench.metrics import table
 from linkbench.result import JobResult, UnknownLayout
 
@@ -182,6 +183,9 @@ def markdown(
         out += [*(moved := moved_notes(rows)), *([""] if moved else [])]
     if slow := rate_warnings(configs):
         out += ["## Emulated links slower than their set rate", "", *slow, ""]
+    if slow := slow_uplink_lines(configs):
+        out += ["## Emulated links: slow uplinks, found by measurement", "", SLOW_NOTE, "",
+                *slow, ""]  # fmt: skip
     if unfinished := [j for j in jobs if j.get("status") != "completed"]:
         out += ["## Jobs that did not complete", "", *map(unfinished_line, unfinished), ""]
     out += [f"## Configurations: geometric mean [{CONFIDENCE:.0%} interval over runs]", ""]
@@ -192,6 +196,15 @@ def markdown(
     if phases := phases_table(jobs):
         out += ["", "## Where the jobs' time went", "", PHASES_NOTE, "", *phases]
     return "\n".join(out) + "\n"
+
+
+SLOW_NOTE = (
+    "Each run of two or more emulated nodes sends between the first ranks of each pair of "
+    "nodes, one way at a time: a pair moves at its slower uplink's pace, an uplink's rate is "
+    f"the fastest pair it took part in, and an uplink reading below {SLOW_SHARE:.0%} of the "
+    "other uplinks' median is named (its settings are not read). Three nodes at least: two "
+    "make one pair, whose slower uplink cannot be told apart."
+)
 
 
 def _rounds_line(record: dict[str, Any], design: Design) -> str:
