@@ -60,7 +60,9 @@ def report(out: Path) -> str:
         if share == 1.0:
             alarms = sum(1 for x in named if x) / n
             error = math.sqrt(alarms * (1 - alarms) / n) if n else 0.0
-            lines.append(f"| healthy | {n} | - | - | {alarms:.1%} ± {error:.1%} |")
+            # none seen: the standard error says nothing; the 95 % upper bound is 3/n
+            bound = f" (95 % upper bound {3 / n:.1%})" if alarms == 0 else ""
+            lines.append(f"| healthy | {n} | - | - | {alarms:.1%} ± {error:.1%}{bound} |")
             continue
         expected = payload_gb_s(RATE_GBIT_S * share)
         alone = sum(1 for x in named if x == [SLOW_NODE])
