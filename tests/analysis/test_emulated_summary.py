@@ -183,3 +183,20 @@ def test_the_summary_names_the_uplink_its_runs_found_slow(tmp_path):
     said = "node 2's uplink read slow in 2 of 3 run(s), at 0.0305 GB/s against the other "
     assert said + "uplinks' 0.12 GB/s" in text, text
     assert text.count("uplink read slow") == 1
+
+
+def test_an_uplink_set_apart_is_named_beside_the_rate(tmp_path):
+    """4 nodes at 1 Gbit/s, node 2 at 0.25: the table's rate and each verdict's link name
+    node 2's own rate (the ring runs at it); a uniform link reads as its rate alone."""
+    uplinks = {"0": 1.0, "1": 1.0, "2": 0.25, "3": 1.0}
+    link = {"rate_gbit_s": 1.0, "nodes": 4, "uplink_rates_gbit_s": uplinks}
+    extra = {"link_busbw_gb_s": 0.029, "comm_bytes_per_step": BYTES,
+             "compute_step_ms": COMPUTE_MS, "ddp_comm_overlap_ms": OVERLAP_MS}  # fmt: skip
+    for round_ in range(3):
+        for batch, runs in (("8", [100.0, 101.0, 99.0]), ("16", [150.0, 151.0, 149.0])):
+            fake_job(tmp_path, [f"batch={batch}"], runs, round_=round_, extra=extra,
+                     fields={"link": link})  # fmt: skip
+    write_summary(tmp_path)
+    text = (tmp_path / SUMMARY_MD).read_text()
+    assert "on an emulated link of 1 Gbit/s (node 2 at 0.25): batch=16 vs 8" in text, text
+    assert "| 1 (node 2 at 0.25) |" in text

@@ -90,6 +90,8 @@ class LinkRow:
     where they moved beyond what its 15 % can absorb."""
     spans: Spans | None = None
     """The lowest and highest reading of each input across runs (None: one run)."""
+    rate_shown: str = ""
+    """The rate as the table gives it, with any uplink set apart (:func:`rate_text`)."""
 
     def link_bytes(self) -> float:
         """Bytes per step through the busiest uplink, one way: predicted from the strategy's
@@ -160,6 +162,18 @@ answers: tests/link/test_known_answers.py, benchmarks/RESULTS.md)."""
 Spans = tuple[tuple[float, float], tuple[float | None, float | None], tuple[float, float]]
 """(link probe GB/s, node probe GB/s, computing ms of a synced step): each (lowest, highest)
 across runs."""
+
+
+def rate_text(link: dict[str, Any], unit: str = "") -> str:
+    """The link's rate in Gbit/s as a table (or, with ``unit``, a sentence) gives it, with the
+    uplinks set apart from it: ``1 (node 2 at 0.25)``, ``1 Gbit/s (node 2 at 0.25)``."""
+    rate = float(link["rate_gbit_s"])
+    apart = [
+        f"node {node} at {float(own):g}"
+        for node, own in (link.get("uplink_rates_gbit_s") or {}).items()
+        if float(own) != rate
+    ]
+    return f"{rate:g}{unit}" + (f" ({', '.join(apart)})" if apart else "")
 
 
 def link_settings(config: Configuration) -> dict[str, Any] | None:
@@ -250,6 +264,7 @@ def link_rows(configs: list[Configuration]) -> list[LinkRow]:
                 label=config.label(),
                 series=config.label(skip=RATE_KEY),
                 rate_gbit_s=float(link["rate_gbit_s"]),
+                rate_shown=rate_text(link),
                 delay_ms=float(link.get("delay_ms", 0.0)),
                 busbw_gb_s=busbw.mean,
                 step_ms=step,
@@ -390,7 +405,8 @@ def table(rows: list[LinkRow]) -> list[str]:
         node_bw = f"{r.node_busbw_gb_s:.3f}" if r.node_busbw_gb_s else ""
         out.append(
             f"| {r.label} | {r.strategy} | {nodes} x {r.world_size // nodes} | "
-            f"{r.rate_gbit_s:g} | {r.link_bytes() / 1e6:.3f} | {seen} | {r.busbw_gb_s:.4f} | "
+            f"{r.rate_shown or f'{r.rate_gbit_s:g}'} | {r.link_bytes() / 1e6:.3f} | {seen} | "
+            f"{r.busbw_gb_s:.4f} | "
             f"{r.node_bytes / 1e6:.3f} | {node_bw} | {step} | {r.compute_ms:.1f} | "
             f"{r.comm_ms():.1f} | {r.overlapped_ms:.1f} | "
             f"{r.other_ms:.1f} ({r.source}) | {_predicted(r)} |"

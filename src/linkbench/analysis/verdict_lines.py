@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from linkbench.analysis.compare import ACCURACY_MARGIN, WINNERS, Comparison
-from linkbench.analysis.emulated import RATE_KEY, link_settings
+from linkbench.analysis.emulated import RATE_KEY, link_settings, rate_text
 from linkbench.analysis.sequential import FUTILE_BELOW
 from linkbench.analysis.stats import MIN_INTERVAL_RUNS, Interval, Mean
 from linkbench.analysis.sweep import Configuration
@@ -84,7 +84,7 @@ def verdict_line(
     link = link_settings(c.arm)
     if link is not None and c.axis != RATE_KEY and f"{RATE_KEY}=" not in where:
         where = f"{where[:-2]} " if where else ""
-        where += f"on an emulated link of {link['rate_gbit_s']:g} Gbit/s: "
+        where += f"on an emulated link of {rate_text(link, ' Gbit/s')}: "
     runs = f"{c.ratio.runs[0]} vs {c.ratio.runs[1]} runs"
     bounded = math.isfinite(c.ratio.low + c.ratio.high)
     sequential = c.ratio.method == "sequential"
