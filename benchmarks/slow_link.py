@@ -1,7 +1,7 @@
 """A slow uplink named by measurement, over many runs, as figures for benchmarks/RESULTS.md.
 
 Runs 4 emulated nodes (one rank each, 1 Gbit/s uplinks, a tiny model: the measurement is the
-pair sends every emulated job of two or more nodes makes before its task) with node 2's
+pair sends every emulated job of three or more nodes makes before its task) with node 2's
 uplink at 1/2 and at 1/4 of the others' rate, and healthy; each setting as one sweep of
 distinct seeds (one job each). Prints, per setting, how often the slow uplink was named
 alone, its measured rate against the payload rate that was set, and the healthy runs' false

@@ -76,7 +76,7 @@ from linkbench.files import (
     read_rounds,
     replace_atomically,
 )
-from linkbench.link.fabric import SLOW_SHARE
+from linkbench.link.fabric import MIN_NODES, SLOW_SHARE
 from linkbench.metrics import table
 from linkbench.result import JobResult, UnknownLayout
 
@@ -199,11 +199,11 @@ def markdown(
 
 
 SLOW_NOTE = (
-    "Each run of two or more emulated nodes sends between the first ranks of each pair of "
+    f"Each run of {MIN_NODES} or more emulated nodes sends between the first ranks of each pair of "
     "nodes, one way at a time: a pair moves at its slower uplink's pace, an uplink's rate is "
     f"the fastest pair it took part in, and an uplink reading below {SLOW_SHARE:.0%} of the "
-    "other uplinks' median is named (its settings are not read). Three nodes at least: two "
-    "make one pair, whose slower uplink cannot be told apart."
+    "other uplinks' median is named (its settings are not read). Two nodes make one pair, "
+    "whose slower uplink cannot be told apart."
 )
 
 

@@ -1,16 +1,16 @@
 """Each node's uplink measured, and a slow one named, without reading the link's settings.
 
 The launcher's link probe reads a ring through every node: the slowest uplink's pace, but
-not which uplink that is. So every emulated job of two or more nodes also sends pair_bytes
-between the first ranks of each pair of nodes in turn, one way then the other (each after
-WARM_BYTES that empty the token buckets, so no stored burst flatters the timed send; both
-ways at once would queue each way's acknowledgements behind the other's data and halve
-both): a pair moves at the pace of the slower of its two uplinks. An uplink's rate is then
-the fastest pair it took part in (with a partner at least as fast, the pair ran at its own
-pace), and an uplink is named slow where that reads below SLOW_SHARE of the median of the
-others'. Two nodes make one pair: its pace is measured, but which of the two uplinks set it
-cannot be told apart. The standard library only: the worker measures
-(:mod:`linkbench.worker.emulated`), this module decides.
+not which uplink that is. So every emulated job of MIN_NODES or more nodes also sends
+pair_bytes between the first ranks of each pair of nodes in turn, one way then the other
+(each after WARM_BYTES that empty the token buckets, so no stored burst flatters the timed
+send; both ways at once would queue each way's acknowledgements behind the other's data and
+halve both): a pair moves at the pace of the slower of its two uplinks. An uplink's rate is
+then the fastest pair it took part in (with a partner at least as fast, the pair ran at its
+own pace), and an uplink is named slow where that reads below SLOW_SHARE of the median of
+the others'. Two nodes make one pair, whose pace the link probe already reads and whose
+slower uplink cannot be told apart: no sends there. The standard library only: the worker
+measures (:mod:`linkbench.worker.emulated`), this module decides.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ PAIR_BYTES = 8 << 20
 WARM_BYTES: the size follows the rates set, the verdict only what was measured)."""
 PAIR_S = 0.25
 WARM_BYTES = 1 << 20
+MIN_NODES = 3
+"""The fewest nodes whose pairs tell a slow uplink apart (two make one pair)."""
 SLOW_SHARE = 0.75
 """An uplink reading below this share of the median of the others' is named slow."""
 
@@ -50,9 +52,9 @@ def uplink_rates(nodes: int, pair_gb_s: list[float]) -> list[float]:
 
 
 def slow_uplinks(rates: list[float]) -> list[dict[str, Any]]:
-    """The uplinks that read below SLOW_SHARE of the median of the others' (three nodes at
+    """The uplinks that read below SLOW_SHARE of the median of the others' (MIN_NODES at
     least: with two, one pair cannot tell which uplink set its pace)."""
-    if len(rates) < 3:
+    if len(rates) < MIN_NODES:
         return []
     found = []
     for node, rate in enumerate(rates):

@@ -34,6 +34,7 @@ from linkbench.link.emulated import (
     rate_warning,
 )
 from linkbench.link.fabric import (
+    MIN_NODES,
     WARM_BYTES,
     node_pairs,
     pair_bytes,
@@ -113,9 +114,9 @@ def measure_nodes(me: Rank, spec: LinkSpec) -> dict[str, Any]:
 def measure_uplinks(me: Rank, spec: LinkSpec) -> dict[str, Any]:
     """Each node's uplink, by sends between the first ranks of each pair of nodes in turn,
     each way (:mod:`linkbench.link.fabric`; every rank calls it): each pair's pace (its faster
-    way), each uplink's rate, and the uplinks that read slow, which rank 0 logs. Empty on one
-    node."""
-    if spec.node_count < 2:
+    way), each uplink's rate, and the uplinks that read slow, which rank 0 logs. Empty below
+    MIN_NODES nodes (two make one pair: the link probe's ring)."""
+    if spec.node_count < MIN_NODES:
         return {}
     leaders = [spec.node_ranks(node)[0] for node in range(spec.node_count)]
     pairs = node_pairs(spec.node_count)
